@@ -1,0 +1,8 @@
+# Defaults of the bmc-agent element (see README.rst).
+export DIB_APT_MINIMAL_CREATE_INTERFACES=${DIB_APT_MINIMAL_CREATE_INTERFACES:-0}
+export DIB_BMC_AGENT_VENV=${DIB_BMC_AGENT_VENV:-/opt/ironic-python-agent}
+export DIB_BMC_AGENT_PACKAGES=${DIB_BMC_AGENT_PACKAGES:-ironic-python-agent ironic-bmc}
+export DIB_BMC_AGENT_COMPRESS=${DIB_BMC_AGENT_COMPRESS:-gzip -1}
+# A directory of wheels (IPA, its dependencies and this project); when
+# empty, pip inside the image downloads from the package index.
+export DIB_BMC_AGENT_WHEELHOUSE=${DIB_BMC_AGENT_WHEELHOUSE:-}

@@ -1,0 +1,463 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Apply OCI image layers to a directory tree, safely.
+
+Every path of a layer is resolved component by component from a directory
+file descriptor of the tree root with ``O_NOFOLLOW``: nothing ever follows
+a symbolic link, so nothing a layer contains can make us write outside the
+tree.  The rules:
+
+* absolute names and names with a ``..`` component are refused;
+* a name whose parent goes through a symbolic link is refused (OCI layers
+  produced by docker/buildah/umoci never write through a symlink: layer
+  diffs record real paths), as is a name whose parent is not a directory;
+* hard link targets are resolved the same way, must already exist in the
+  tree and must not be directories;
+* symbolic links are created verbatim and never followed;
+* an existing entry is removed (not followed) before a new one is created
+  in its place; directories merge.
+
+Whiteouts follow the OCI image spec: ``.wh.<name>`` removes ``<name>`` of
+the lower layers, ``.wh..wh..opq`` removes everything the lower layers put
+in its directory.  Directory modes and mtimes are applied at the end
+(deepest first) so that read-only directories can still be filled.
+
+Ownership and device nodes are applied when running as root.  Otherwise
+they are recorded in :attr:`TreeInfo.owners` and :attr:`TreeInfo.devices`
+for the artifact builder (squashfs pseudo files, tar headers).
+"""
+
+import collections
+import errno
+import gzip
+import os
+import shutil
+import stat
+import subprocess
+import tarfile
+
+from oslo_log import log
+
+from ironic_bmc.image import exceptions as exc
+
+LOG = log.getLogger(__name__)
+
+CHUNK = 1024 * 1024
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+               | os.O_CLOEXEC)
+WHITEOUT_PREFIX = '.wh.'
+OPAQUE_MARKER = '.wh..wh..opq'
+
+#: A device node that could not be created (not running as root).
+Device = collections.namedtuple(
+    'Device', ['kind', 'mode', 'uid', 'gid', 'major', 'minor', 'mtime'])
+
+
+class TreeInfo(object):
+    """What the applier learnt about the tree."""
+
+    def __init__(self):
+        #: Bytes of regular file content (hard links counted once).
+        self.unpacked_size = 0
+        #: Entries created (files, dirs, links, devices).
+        self.entries = 0
+        #: relpath -> (uid, gid, mode) not applied to the tree (non-root).
+        self.owners = {}
+        #: relpath -> Device not created in the tree (non-root).
+        self.devices = {}
+
+
+def open_stream(path):
+    """Open a verified layer blob as a decompressed byte stream.
+
+    gzip, zstd (through the ``zstd`` binary) and plain tar are recognised
+    by their magic bytes.
+
+    :returns: (stream, close_callable); close returns an error string or
+        None.
+    """
+    with open(path, 'rb') as f:
+        magic = f.read(4)
+    if magic[:2] == b'\x1f\x8b':
+        stream = gzip.open(path, 'rb')
+        return stream, lambda: stream.close()
+    if magic == b'\x28\xb5\x2f\xfd':
+        proc = subprocess.Popen(['zstd', '-dcq', '--', path],
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+
+        def _close():
+            proc.stdout.close()
+            err = proc.stderr.read().decode(errors='replace')
+            proc.stderr.close()
+            if proc.wait() != 0:
+                return 'zstd failed: %s' % err.strip()
+        return proc.stdout, _close
+    stream = open(path, 'rb')
+    return stream, lambda: stream.close()
+
+
+class LayerApplier(object):
+    """Apply layers, in order, to ``root`` (an existing empty directory).
+
+    :param root: the tree root; must be private to the caller.
+    :param same_owner: apply ownership and create device nodes; defaults
+        to "running as root".
+    :param max_size: refuse a tree whose file content grows beyond this.
+    """
+
+    def __init__(self, root, same_owner=None, max_size=None):
+        self.root = root
+        self.same_owner = (os.geteuid() == 0 if same_owner is None
+                           else same_owner)
+        self.max_size = max_size
+        self.info = TreeInfo()
+        self._root_fd = os.open(root, _DIR_FLAGS)
+        self._dir_meta = {}
+        self._layer = None
+        self._layer_paths = set()
+
+    def close(self):
+        if self._root_fd is not None:
+            os.close(self._root_fd)
+            self._root_fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args):
+        self.close()
+
+    # --- public ---------------------------------------------------------
+
+    def apply_file(self, path, layer_id):
+        """Apply a layer blob (gzip/zstd/plain tar) from a local file."""
+        stream, close = open_stream(path)
+        error = None
+        try:
+            self.apply_stream(stream, layer_id)
+        finally:
+            error = close()
+        if error:
+            raise exc.UnsafeLayer(layer=layer_id, path='-',
+                                  reason='cannot be decompressed: %s' % error)
+
+    def apply_stream(self, stream, layer_id):
+        """Apply an uncompressed tar stream."""
+        self._layer = layer_id
+        self._layer_paths = set()
+        name = '-'
+        try:
+            with tarfile.open(fileobj=stream, mode='r|') as tar:
+                for member in tar:
+                    name = member.name
+                    self._apply_member(tar, member)
+                    tar.members = []
+        except (tarfile.TarError, EOFError, gzip.BadGzipFile,
+                ValueError, UnicodeError) as e:
+            raise exc.UnsafeLayer(layer=layer_id, path=name,
+                                  reason='is not valid: %s' % e)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise
+            raise exc.UnsafeLayer(layer=layer_id, path=name,
+                                  reason='cannot be applied: %s' % e)
+
+    def finish(self):
+        """Apply deferred directory metadata; return :class:`TreeInfo`."""
+        for relpath in sorted(self._dir_meta, key=lambda p: -p.count('/')):
+            uid, gid, mode, mtime = self._dir_meta[relpath]
+            parts = relpath.split('/') if relpath else []
+            fd = self._open_dir(parts)
+            if fd is None:
+                continue
+            try:
+                self._set_meta_fd(fd, relpath, uid, gid, mode, mtime)
+            finally:
+                os.close(fd)
+        for relpath in list(self.info.owners):
+            parts = relpath.split('/')
+            pfd = self._open_dir(parts[:-1]) if parts[:-1] else os.dup(
+                self._root_fd)
+            try:
+                if pfd is None:
+                    raise FileNotFoundError
+                os.stat(parts[-1], dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                del self.info.owners[relpath]
+            finally:
+                if pfd is not None:
+                    os.close(pfd)
+        return self.info
+
+    # --- path handling ---------------------------------------------------
+
+    def _unsafe(self, path, reason):
+        return exc.UnsafeLayer(layer=self._layer, path=path, reason=reason)
+
+    def _split(self, name, what='entry'):
+        if '\x00' in name:
+            raise self._unsafe(name, 'contains a NUL byte')
+        if name.startswith('/'):
+            raise self._unsafe(name, 'is an absolute path (%s)' % what)
+        parts = [p for p in name.split('/') if p not in ('', '.')]
+        if '..' in parts:
+            raise self._unsafe(name, 'has a ".." component (%s)' % what)
+        return parts
+
+    def _open_dir(self, parts, create=False, name=None):
+        """Open the directory ``parts`` below the root, never following a
+        symlink.  Returns None when missing and not ``create``."""
+        fd = os.dup(self._root_fd)
+        try:
+            for i, comp in enumerate(parts):
+                try:
+                    nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        os.close(fd)
+                        return None
+                    os.mkdir(comp, 0o755, dir_fd=fd)
+                    self._layer_paths.add('/'.join(parts[:i + 1]))
+                    self.info.entries += 1
+                    nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
+                except OSError as e:
+                    if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    st = os.stat(comp, dir_fd=fd, follow_symlinks=False)
+                    sub = '/'.join(parts[:i + 1])
+                    if stat.S_ISLNK(st.st_mode):
+                        raise self._unsafe(
+                            name or sub, 'goes through the symbolic link '
+                            '"%s"' % sub)
+                    raise self._unsafe(name or sub, 'has a parent "%s" that '
+                                       'is not a directory' % sub)
+                os.close(fd)
+                fd = nfd
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _forget(self, relpath):
+        prefix = relpath + '/'
+        for key in [k for k in self.info.devices
+                    if k == relpath or k.startswith(prefix)]:
+            del self.info.devices[key]
+
+    def _remove(self, pfd, base, relpath):
+        """Remove whatever is at ``base`` in ``pfd`` (not following)."""
+        try:
+            st = os.stat(base, dir_fd=pfd, follow_symlinks=False)
+        except FileNotFoundError:
+            self._forget(relpath)
+            return False
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(base, dir_fd=pfd)
+        else:
+            os.unlink(base, dir_fd=pfd)
+        self._forget(relpath)
+        return True
+
+    # --- metadata ----------------------------------------------------------
+
+    def _set_meta_fd(self, fd, relpath, uid, gid, mode, mtime, xattrs=None):
+        if self.same_owner:
+            os.fchown(fd, uid, gid)
+        elif uid or gid:
+            self.info.owners[relpath] = (uid, gid, mode)
+        os.fchmod(fd, mode)
+        for key, value in (xattrs or {}).items():
+            try:
+                os.setxattr(fd, key, value)
+            except OSError as e:
+                LOG.warning('Layer %(l)s: cannot set xattr %(k)s on %(p)s: '
+                            '%(e)s', {'l': self._layer, 'k': key,
+                                      'p': relpath, 'e': e})
+        os.utime(fd, ns=(mtime, mtime))
+
+    @staticmethod
+    def _mtime_ns(member):
+        try:
+            return int(float(member.mtime) * 1e9)
+        except (TypeError, ValueError, OverflowError):
+            return 0
+
+    @staticmethod
+    def _xattrs(member):
+        out = {}
+        for key, value in (member.pax_headers or {}).items():
+            if key.startswith('SCHILY.xattr.'):
+                out[key[len('SCHILY.xattr.'):]] = value.encode(
+                    'utf-8', 'surrogateescape')
+        return out
+
+    # --- entries -------------------------------------------------------------
+
+    def _apply_member(self, tar, m):
+        parts = self._split(m.name)
+        relpath = '/'.join(parts)
+        mode = m.mode & 0o7777
+        mtime = self._mtime_ns(m)
+        if not parts:
+            if not m.isdir():
+                raise self._unsafe(m.name, 'replaces the root directory')
+            self._dir_meta[''] = (m.uid, m.gid, mode, mtime)
+            return
+        base = parts[-1]
+        if base.startswith(WHITEOUT_PREFIX):
+            self._whiteout(parts, m.name)
+            return
+        pfd = self._open_dir(parts[:-1], create=True, name=m.name)
+        try:
+            if m.isdir():
+                try:
+                    st = os.stat(base, dir_fd=pfd, follow_symlinks=False)
+                    if not stat.S_ISDIR(st.st_mode):
+                        self._remove(pfd, base, relpath)
+                        raise FileNotFoundError
+                except FileNotFoundError:
+                    os.mkdir(base, 0o700, dir_fd=pfd)
+                    self.info.entries += 1
+                self._dir_meta[relpath] = (m.uid, m.gid, mode, mtime)
+            elif m.islnk():
+                self._hardlink(pfd, base, relpath, m)
+            else:
+                self._remove(pfd, base, relpath)
+                self._create(tar, pfd, base, relpath, m, mode, mtime)
+                self.info.entries += 1
+            self._layer_paths.add(relpath)
+        finally:
+            os.close(pfd)
+
+    def _create(self, tar, pfd, base, relpath, m, mode, mtime):
+        if m.isreg():
+            fd = os.open(base, _FILE_FLAGS, 0o600, dir_fd=pfd)
+            with os.fdopen(fd, 'wb') as out:
+                src = tar.extractfile(m)
+                while True:
+                    chunk = src.read(CHUNK)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                self.info.unpacked_size += m.size
+                if self.max_size and self.info.unpacked_size > self.max_size:
+                    raise exc.ImageTooLarge(
+                        ref=self._layer, what='the unpacked root filesystem',
+                        size='more than %d' % self.max_size,
+                        limit=self.max_size)
+                out.flush()
+                self._set_meta_fd(out.fileno(), relpath, m.uid, m.gid,
+                                  mode, mtime, self._xattrs(m))
+        elif m.issym():
+            if not m.linkname:
+                raise self._unsafe(m.name, 'is a symbolic link with an '
+                                   'empty target')
+            os.symlink(m.linkname, base, dir_fd=pfd)
+            if self.same_owner:
+                os.chown(base, m.uid, m.gid, dir_fd=pfd,
+                         follow_symlinks=False)
+            elif m.uid or m.gid:
+                self.info.owners[relpath] = (m.uid, m.gid, 0o777)
+            os.utime(base, ns=(mtime, mtime), dir_fd=pfd,
+                     follow_symlinks=False)
+        elif m.ischr() or m.isblk() or m.isfifo():
+            kind = 'c' if m.ischr() else 'b' if m.isblk() else 'f'
+            if self.same_owner or kind == 'f':
+                fmt = {'c': stat.S_IFCHR, 'b': stat.S_IFBLK,
+                       'f': stat.S_IFIFO}[kind]
+                os.mknod(base, mode | fmt,
+                         os.makedev(m.devmajor, m.devminor), dir_fd=pfd)
+                fd = os.open(base, os.O_PATH | os.O_NOFOLLOW, dir_fd=pfd)
+                try:
+                    fdpath = '/proc/self/fd/%d' % fd
+                    if self.same_owner:
+                        os.chown(fdpath, m.uid, m.gid)
+                    elif m.uid or m.gid:
+                        self.info.owners[relpath] = (m.uid, m.gid, mode)
+                    os.chmod(fdpath, mode)
+                    os.utime(fdpath, ns=(mtime, mtime))
+                finally:
+                    os.close(fd)
+            else:
+                self.info.devices[relpath] = Device(
+                    kind, mode, m.uid, m.gid, m.devmajor, m.devminor,
+                    mtime // 10**9)
+        else:
+            LOG.warning('Layer %(l)s: skipping %(p)s of unsupported tar '
+                        'type %(t)r', {'l': self._layer, 'p': m.name,
+                                       't': m.type})
+
+    def _hardlink(self, pfd, base, relpath, m):
+        tparts = self._split(m.linkname, what='hard link target')
+        if not tparts:
+            raise self._unsafe(m.name, 'is a hard link to the root')
+        tpath = '/'.join(tparts)
+        if tpath == relpath:
+            return
+        tfd = self._open_dir(tparts[:-1], name=m.name)
+        if tfd is None:
+            raise self._unsafe(m.name, 'is a hard link to "%s" which is not '
+                               'in the tree' % m.linkname)
+        try:
+            try:
+                st = os.stat(tparts[-1], dir_fd=tfd, follow_symlinks=False)
+            except FileNotFoundError:
+                raise self._unsafe(m.name, 'is a hard link to "%s" which is '
+                                   'not in the tree' % m.linkname)
+            if stat.S_ISDIR(st.st_mode):
+                raise self._unsafe(m.name, 'is a hard link to a directory')
+            self._remove(pfd, base, relpath)
+            os.link(tparts[-1], base, src_dir_fd=tfd, dst_dir_fd=pfd,
+                    follow_symlinks=False)
+            if tpath in self.info.owners:
+                self.info.owners[relpath] = self.info.owners[tpath]
+            if tpath in self.info.devices:
+                self.info.devices[relpath] = self.info.devices[tpath]
+            self.info.entries += 1
+        finally:
+            os.close(tfd)
+
+    def _whiteout(self, parts, name):
+        base = parts[-1]
+        pfd = self._open_dir(parts[:-1], create=(base == OPAQUE_MARKER),
+                             name=name)
+        if pfd is None:
+            return
+        try:
+            if base == OPAQUE_MARKER:
+                self._clear_lower(pfd, '/'.join(parts[:-1]))
+                return
+            target = base[len(WHITEOUT_PREFIX):]
+            if target in ('', '.', '..'):
+                raise self._unsafe(name, 'is a malformed whiteout')
+            tpath = '/'.join(parts[:-1] + [target])
+            if tpath not in self._layer_paths:
+                self._remove(pfd, target, tpath)
+        finally:
+            os.close(pfd)
+
+    def _clear_lower(self, dfd, prefix):
+        for child in os.listdir(dfd):
+            path = prefix + '/' + child if prefix else child
+            if path not in self._layer_paths:
+                self._remove(dfd, child, path)
+                continue
+            st = os.stat(child, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                cfd = os.open(child, _DIR_FLAGS, dir_fd=dfd)
+                try:
+                    self._clear_lower(cfd, path)
+                finally:
+                    os.close(cfd)

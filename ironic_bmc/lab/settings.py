@@ -1,0 +1,156 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Settings of one lab: where its state lives and which ports it uses.
+
+Everything a lab owns sits under one state directory; the settings are
+saved there as ``lab.json`` when the lab comes up, so ``down`` and
+``status`` work from the directory alone.
+"""
+
+import dataclasses
+import json
+import os
+
+DEFAULT_STATE_DIR = '/var/lib/bmc-lab'
+
+#: The host as the nodes see it.  Nodes use QEMU user-mode networking with
+#: ``restrict=on``: they can reach nothing but the ``guestfwd`` ports that
+#: lead from this address to the host's loopback.
+GUEST_HOST_ADDRESS = '10.0.2.100'
+
+PROFILE_EMBEDDED = 'embedded'
+PROFILE_SCALED = 'scaled'
+PROFILES = (PROFILE_EMBEDDED, PROFILE_SCALED)
+
+
+@dataclasses.dataclass
+class Ports:
+    """TCP ports on 127.0.0.1, each named after what uses it."""
+
+    ironic_api: int = 6385
+    http: int = 8080
+    registry: int = 5050
+    vbmcd: int = 50891
+    ipmi_base: int = 6230
+
+    def ipmi(self, index):
+        return self.ipmi_base + index
+
+    def named(self, nodes):
+        """All ports with a human name for each, for conflict checks."""
+        names = {
+            'ironic API': self.ironic_api,
+            'nginx (Ironic http_root)': self.http,
+            'docker-registry': self.registry,
+            'vbmcd control': self.vbmcd,
+        }
+        for i in range(nodes):
+            names['virtual BMC of node %d (IPMI)' % i] = self.ipmi(i)
+        return names
+
+
+@dataclasses.dataclass
+class Settings:
+    state_dir: str = DEFAULT_STATE_DIR
+    profile: str = PROFILE_EMBEDDED
+    nodes: int = 1
+    node_memory_mb: int = 2048
+    node_cpus: int = 1
+    node_disk_gb: int = 4
+    name: str = 'bmc-lab'
+    ports: Ports = dataclasses.field(default_factory=Ports)
+    #: MariaDB server of the scaled profile (database created on demand).
+    mysql_url: str = 'mysql+pymysql://root@127.0.0.1:3306'
+    #: RabbitMQ of the scaled profile.
+    transport_url: str = 'rabbit://guest:guest@127.0.0.1:5672/'
+
+    def __post_init__(self):
+        if self.profile not in PROFILES:
+            raise ValueError('unknown lab profile %r; expected one of %s'
+                             % (self.profile, ', '.join(PROFILES)))
+        self.state_dir = os.path.abspath(self.state_dir)
+        if isinstance(self.ports, dict):
+            self.ports = Ports(**self.ports)
+
+    # --- paths -------------------------------------------------------------
+
+    def path(self, *parts):
+        return os.path.join(self.state_dir, *parts)
+
+    @property
+    def settings_file(self):
+        return self.path('lab.json')
+
+    @property
+    def log_dir(self):
+        return self.path('logs')
+
+    def log(self, name):
+        return self.path('logs', name)
+
+    @property
+    def http_root(self):
+        return self.path('httpboot')
+
+    @property
+    def images_dir(self):
+        """Files Ironic may read through file:// URLs."""
+        return self.path('images')
+
+    @property
+    def database_name(self):
+        return self.name.replace('-', '_') + '_ironic'
+
+    def node_name(self, index):
+        return '%s-node-%d' % (self.name, index)
+
+    def node_mac(self, index):
+        return '52:54:00:bc:%02x:%02x' % (index // 256, index % 256)
+
+    # --- URLs --------------------------------------------------------------
+
+    @property
+    def api_url(self):
+        return 'http://127.0.0.1:%d' % self.ports.ironic_api
+
+    @property
+    def guest_api_url(self):
+        return 'http://%s:%d' % (GUEST_HOST_ADDRESS, self.ports.ironic_api)
+
+    @property
+    def guest_http_url(self):
+        return 'http://%s:%d' % (GUEST_HOST_ADDRESS, self.ports.http)
+
+    @property
+    def registry_address(self):
+        return '127.0.0.1:%d' % self.ports.registry
+
+    # --- persistence ---------------------------------------------------------
+
+    def save(self):
+        os.makedirs(self.state_dir, exist_ok=True)
+        tmp = self.settings_file + '.tmp'
+        with open(tmp, 'w') as f:
+            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True)
+        os.replace(tmp, self.settings_file)
+
+    @classmethod
+    def load(cls, state_dir):
+        """The settings a lab was brought up with, or None."""
+        path = os.path.join(os.path.abspath(state_dir), 'lab.json')
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return None
+        return cls(**data)

@@ -1,0 +1,43 @@
+#!/bin/bash
+# Prepare a Debian 12 machine for the lab and the tests: Debian packages
+# and the small libvirt configuration that lets libvirtd run without
+# systemd.  Idempotent and quick when everything is in place.  Needs root.
+set -euo pipefail
+
+PACKAGES=(
+    qemu-system-x86 qemu-utils ipxe-qemu
+    libvirt-daemon-system libvirt-clients libvirt-dev pkg-config
+    ipmitool nginx-light docker-registry
+    linux-image-amd64 busybox-static cpio kmod
+    debootstrap umoci skopeo erofs-utils squashfs-tools zstd
+    curl socat gcc python3-dev python3-venv
+)
+
+if [ "$(id -u)" != 0 ]; then
+    echo "host-setup: run as root (libvirtd and QEMU run as root)" >&2
+    exit 2
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
+        || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "host-setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# QEMU must read the lab state directory, which may be private to root.
+conf=/etc/libvirt/qemu.conf
+for key in user group; do
+    if ! grep -qE "^${key} = \"root\"" "$conf"; then
+        sed -i -E "/^#?${key} = /d" "$conf"
+        echo "${key} = \"root\"" >> "$conf"
+    fi
+done
+getent passwd libvirt-qemu >/dev/null || \
+    useradd --system --no-create-home libvirt-qemu
+echo "host-setup: ok"
