@@ -32,7 +32,7 @@ FORMAT_SQUASHFS = 'squashfs'
 FORMAT_TAR = 'tar'
 ARTIFACT_FORMATS = (FORMAT_EROFS, FORMAT_SQUASHFS, FORMAT_TAR)
 
-# --- instance_info keys (the user contract) -----------------------------------
+# --- instance_info keys (the user contract) ----------------------------------
 
 II_IMAGE = 'container_image'
 II_ROOTFS = 'container_rootfs'
@@ -82,7 +82,7 @@ Returns ``{"state": "running"|"exited"|"absent", "exit_code": int|None,
 STEP_STOP_WORKLOAD = 'bmc_stop_workload'
 """Stop the workload (SIGTERM, then SIGKILL after ``grace`` seconds)."""
 
-# --- kernel arguments ----------------------------------------------------------
+# --- kernel arguments --------------------------------------------------------
 # For initrds that follow the protocol without the agent (minimal busybox
 # initrd).  The IPA-based ramdisk receives the same values as step args.
 
@@ -91,7 +91,7 @@ KARG_ARTIFACT_DIGEST = 'bmc.rootfs_digest'
 KARG_ARTIFACT_FORMAT = 'bmc.rootfs_format'
 KARG_ROOTFS_MODE = 'bmc.rootfs'
 
-# --- run report ----------------------------------------------------------------
+# --- run report --------------------------------------------------------------
 
 REPORT_VERSION = 1
 

@@ -64,11 +64,12 @@ Device = collections.namedtuple(
     'Device', ['kind', 'mode', 'uid', 'gid', 'major', 'minor', 'mtime'])
 
 
-class TreeInfo(object):
+class TreeInfo:
     """What the applier learnt about the tree."""
 
     def __init__(self):
-        #: Bytes of regular file content (hard links counted once).
+        #: Bytes of regular file content of the final tree (hard links
+        #: counted once); while applying: bytes written so far.
         self.unpacked_size = 0
         #: Entries created (files, dirs, links, devices).
         self.entries = 0
@@ -90,7 +91,7 @@ def open_stream(path):
     with open(path, 'rb') as f:
         magic = f.read(4)
     if magic[:2] == b'\x1f\x8b':
-        stream = gzip.open(path, 'rb')
+        stream = gzip.open(path, 'rb')  # noqa: SIM115
         return stream, lambda: stream.close()
     if magic == b'\x28\xb5\x2f\xfd':
         proc = subprocess.Popen(['zstd', '-dcq', '--', path],
@@ -102,13 +103,30 @@ def open_stream(path):
             err = proc.stderr.read().decode(errors='replace')
             proc.stderr.close()
             if proc.wait() != 0:
-                return 'zstd failed: %s' % err.strip()
+                return f'zstd failed: {err.strip()}'
         return proc.stdout, _close
-    stream = open(path, 'rb')
+    stream = open(path, 'rb')  # noqa: SIM115
     return stream, lambda: stream.close()
 
 
-class LayerApplier(object):
+def tree_size(root):
+    """Bytes of regular files under root, hard links counted once."""
+    total = 0
+    seen = set()
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            st = os.lstat(os.path.join(dirpath, name))
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if st.st_nlink > 1:
+                if st.st_ino in seen:
+                    continue
+                seen.add(st.st_ino)
+            total += st.st_size
+    return total
+
+
+class LayerApplier:
     """Apply layers, in order, to ``root`` (an existing empty directory).
 
     :param root: the tree root; must be private to the caller.
@@ -151,7 +169,7 @@ class LayerApplier(object):
             error = close()
         if error:
             raise exc.UnsafeLayer(layer=layer_id, path='-',
-                                  reason='cannot be decompressed: %s' % error)
+                                  reason=f'cannot be decompressed: {error}')
 
     def apply_stream(self, stream, layer_id):
         """Apply an uncompressed tar stream."""
@@ -167,19 +185,22 @@ class LayerApplier(object):
         except (tarfile.TarError, EOFError, gzip.BadGzipFile,
                 ValueError, UnicodeError) as e:
             raise exc.UnsafeLayer(layer=layer_id, path=name,
-                                  reason='is not valid: %s' % e)
+                                  reason=f'is not valid: {e}')
         except OSError as e:
             if e.errno == errno.ENOSPC:
                 raise
             raise exc.UnsafeLayer(layer=layer_id, path=name,
-                                  reason='cannot be applied: %s' % e)
+                                  reason=f'cannot be applied: {e}')
 
     def finish(self):
         """Apply deferred directory metadata; return :class:`TreeInfo`."""
         for relpath in sorted(self._dir_meta, key=lambda p: -p.count('/')):
             uid, gid, mode, mtime = self._dir_meta[relpath]
             parts = relpath.split('/') if relpath else []
-            fd = self._open_dir(parts)
+            try:
+                fd = self._open_dir(parts)
+            except exc.UnsafeLayer:
+                fd = None
             if fd is None:
                 continue
             try:
@@ -188,17 +209,18 @@ class LayerApplier(object):
                 os.close(fd)
         for relpath in list(self.info.owners):
             parts = relpath.split('/')
-            pfd = self._open_dir(parts[:-1]) if parts[:-1] else os.dup(
-                self._root_fd)
+            pfd = None
             try:
+                pfd = self._open_dir(parts[:-1])
                 if pfd is None:
                     raise FileNotFoundError
                 os.stat(parts[-1], dir_fd=pfd, follow_symlinks=False)
-            except FileNotFoundError:
+            except (FileNotFoundError, exc.UnsafeLayer):
                 del self.info.owners[relpath]
             finally:
                 if pfd is not None:
                     os.close(pfd)
+        self.info.unpacked_size = tree_size(self.root)
         return self.info
 
     # --- path handling ---------------------------------------------------
@@ -210,10 +232,10 @@ class LayerApplier(object):
         if '\x00' in name:
             raise self._unsafe(name, 'contains a NUL byte')
         if name.startswith('/'):
-            raise self._unsafe(name, 'is an absolute path (%s)' % what)
+            raise self._unsafe(name, f'is an absolute path ({what})')
         parts = [p for p in name.split('/') if p not in ('', '.')]
         if '..' in parts:
-            raise self._unsafe(name, 'has a ".." component (%s)' % what)
+            raise self._unsafe(name, f'has a ".." component ({what})')
         return parts
 
     def _open_dir(self, parts, create=False, name=None):
@@ -240,9 +262,9 @@ class LayerApplier(object):
                     if stat.S_ISLNK(st.st_mode):
                         raise self._unsafe(
                             name or sub, 'goes through the symbolic link '
-                            '"%s"' % sub)
-                    raise self._unsafe(name or sub, 'has a parent "%s" that '
-                                       'is not a directory' % sub)
+                            f'"{sub}"')
+                    raise self._unsafe(name or sub, f'has a parent "{sub}" '
+                                       'that is not a directory')
                 os.close(fd)
                 fd = nfd
             return fd
@@ -265,6 +287,10 @@ class LayerApplier(object):
             return False
         if stat.S_ISDIR(st.st_mode):
             shutil.rmtree(base, dir_fd=pfd)
+            prefix = relpath + '/'
+            for key in [k for k in self._dir_meta
+                        if k == relpath or k.startswith(prefix)]:
+                del self._dir_meta[key]
         else:
             os.unlink(base, dir_fd=pfd)
         self._forget(relpath)
@@ -350,13 +376,15 @@ class LayerApplier(object):
                     chunk = src.read(CHUNK)
                     if not chunk:
                         break
+                    self.info.unpacked_size += len(chunk)
+                    if (self.max_size
+                            and self.info.unpacked_size > self.max_size):
+                        raise exc.ImageTooLarge(
+                            ref=self._layer,
+                            what='the unpacked root filesystem',
+                            size=f'more than {self.max_size}',
+                            limit=self.max_size)
                     out.write(chunk)
-                self.info.unpacked_size += m.size
-                if self.max_size and self.info.unpacked_size > self.max_size:
-                    raise exc.ImageTooLarge(
-                        ref=self._layer, what='the unpacked root filesystem',
-                        size='more than %d' % self.max_size,
-                        limit=self.max_size)
                 out.flush()
                 self._set_meta_fd(out.fileno(), relpath, m.uid, m.gid,
                                   mode, mtime, self._xattrs(m))
@@ -381,7 +409,7 @@ class LayerApplier(object):
                          os.makedev(m.devmajor, m.devminor), dir_fd=pfd)
                 fd = os.open(base, os.O_PATH | os.O_NOFOLLOW, dir_fd=pfd)
                 try:
-                    fdpath = '/proc/self/fd/%d' % fd
+                    fdpath = f'/proc/self/fd/{fd}'
                     if self.same_owner:
                         os.chown(fdpath, m.uid, m.gid)
                     elif m.uid or m.gid:
@@ -408,14 +436,15 @@ class LayerApplier(object):
             return
         tfd = self._open_dir(tparts[:-1], name=m.name)
         if tfd is None:
-            raise self._unsafe(m.name, 'is a hard link to "%s" which is not '
-                               'in the tree' % m.linkname)
+            raise self._unsafe(m.name, f'is a hard link to "{m.linkname}" '
+                               'which is not in the tree')
         try:
             try:
                 st = os.stat(tparts[-1], dir_fd=tfd, follow_symlinks=False)
             except FileNotFoundError:
-                raise self._unsafe(m.name, 'is a hard link to "%s" which is '
-                                   'not in the tree' % m.linkname)
+                raise self._unsafe(m.name, f'is a hard link to '
+                                   f'"{m.linkname}" which is not in the '
+                                   'tree')
             if stat.S_ISDIR(st.st_mode):
                 raise self._unsafe(m.name, 'is a hard link to a directory')
             self._remove(pfd, base, relpath)

@@ -33,7 +33,7 @@ DOCKER_HUB_API = 'registry-1.docker.io'
 DEFAULT_TAG = 'latest'
 
 _COMPONENT = r'[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*'
-_REPO_RE = re.compile(r'^%s(?:/%s)*$' % (_COMPONENT, _COMPONENT))
+_REPO_RE = re.compile(rf'^{_COMPONENT}(?:/{_COMPONENT})*$')
 _TAG_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$')
 DIGEST_RE = re.compile(r'^sha256:[a-f0-9]{64}$')
 _HOST_RE = re.compile(
@@ -68,7 +68,7 @@ class ImageReference:
         return dataclasses.replace(self, digest=digest)
 
     def __str__(self):
-        out = '%s/%s' % (self.registry, self.repository)
+        out = f'{self.registry}/{self.repository}'
         if self.tag:
             out += ':' + self.tag
         if self.digest:
@@ -117,7 +117,7 @@ def parse(ref):
                 or first.startswith('[')):
         if not _HOST_RE.match(first):
             raise exc.InvalidImageReference(
-                ref=original, reason='invalid registry host %r' % first)
+                ref=original, reason=f'invalid registry host {first!r}')
         registry = first
         ref = rest
 
@@ -126,15 +126,15 @@ def parse(ref):
     if colon and '/' not in maybe_tag:
         if not _TAG_RE.match(maybe_tag):
             raise exc.InvalidImageReference(
-                ref=original, reason='invalid tag %r' % maybe_tag)
+                ref=original, reason=f'invalid tag {maybe_tag!r}')
         tag = maybe_tag
         ref = name
 
     if not ref or not _REPO_RE.match(ref):
         raise exc.InvalidImageReference(
             ref=original,
-            reason='invalid repository name %r (lowercase letters, digits '
-                   'and separators . _ __ - /)' % ref)
+            reason=f'invalid repository name {ref!r} (lowercase letters, '
+                   'digits and separators . _ __ - /)')
     if registry == DEFAULT_REGISTRY and '/' not in ref:
         ref = 'library/' + ref
     if tag is None and digest is None:

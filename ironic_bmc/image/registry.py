@@ -28,11 +28,11 @@ blob download with sha256 verification.
 import hashlib
 import json
 
+import requests
 from ironic.common import exception as ironic_exc
 from ironic.common import oci_registry
 from ironic.conf import CONF
 from oslo_log import log
-import requests
 
 from ironic_bmc.image import exceptions as exc
 
@@ -86,7 +86,7 @@ def sha256_digest(data):
     return 'sha256:' + hashlib.sha256(data).hexdigest()
 
 
-class RegistryClient(object):
+class RegistryClient:
     """Talks to one repository of one registry.
 
     :param ref: an :class:`~ironic_bmc.image.reference.ImageReference`.
@@ -120,8 +120,7 @@ class RegistryClient(object):
 
     def _url(self, path):
         scheme = self._oci._override_protocol_scheme or 'https'
-        return '%s://%s/v2/%s/%s' % (scheme, self.ref.api_host,
-                                     self.ref.repository, path)
+        return f'{scheme}://{self.ref.api_host}/v2/{self.ref.repository}/{path}'
 
     def _fail_common(self, reason):
         return exc.RegistryUnreachable(registry=self.ref.registry,
@@ -129,7 +128,7 @@ class RegistryClient(object):
 
     def authenticate(self):
         """Run the registry's auth handshake (anonymous when no secret)."""
-        image = 'oci://%s/%s:%s' % (self.ref.api_host, self.ref.repository,
+        image = 'oci://{}/{}:{}'.format(self.ref.api_host, self.ref.repository,
                                     self.ref.tag or 'latest')
         try:
             self._oci.authenticate(image, username=self._username,
@@ -145,7 +144,7 @@ class RegistryClient(object):
             if status in (401, 403):
                 raise exc.RegistryAuthError(
                     registry=self.ref.registry, ref=self.ref,
-                    reason='HTTP %s from %s' % (status, e.response.url))
+                    reason=f'HTTP {status} from {e.response.url}')
             raise exc.RegistryError(registry=self.ref.registry,
                                     ref=self.ref, reason=str(e))
         except requests.RequestException as e:
@@ -183,15 +182,15 @@ class RegistryClient(object):
         if status in (401, 403):
             raise exc.RegistryAuthError(
                 registry=self.ref.registry, ref=self.ref,
-                reason='HTTP %s for %s %s' % (status, what, url))
+                reason=f'HTTP {status} for {what} {url}')
         if status == 404:
             raise exc.ImageNotFound(
                 ref=self.ref, registry=self.ref.registry,
-                reason='%s %s not found (HTTP 404): %s'
-                       % (what, path.split('/', 1)[-1], body.strip()))
+                reason=f'{what} {path.split("/", 1)[-1]} not found '
+                       f'(HTTP 404): {body.strip()}')
         raise exc.RegistryError(
             registry=self.ref.registry, ref=self.ref,
-            reason='HTTP %s for %s %s: %s' % (status, what, url, body))
+            reason=f'HTTP {status} for {what} {url}: {body}')
 
     @staticmethod
     def _read_limited(resp, limit):
@@ -214,15 +213,15 @@ class RegistryClient(object):
 
         :returns: (digest, media_type, parsed JSON dict)
         """
-        resp = self._get('manifests/%s' % reference, accept=ACCEPT)
+        resp = self._get(f'manifests/{reference}', accept=ACCEPT)
         with resp:
             body = self._read_limited(resp, MAX_JSON_SIZE)
             header_digest = resp.headers.get('Docker-Content-Digest')
             ctype = resp.headers.get('Content-Type', '').split(';')[0]
         if body is None:
             raise exc.UnsupportedImage(
-                ref=self.ref, reason='manifest %s is larger than %d bytes'
-                % (reference, MAX_JSON_SIZE))
+                ref=self.ref, reason=f'manifest {reference} is larger than '
+                f'{MAX_JSON_SIZE} bytes')
         actual = sha256_digest(body)
         expected = reference if reference.startswith('sha256:') else None
         if expected is None and header_digest and header_digest.startswith(
@@ -235,8 +234,7 @@ class RegistryClient(object):
             doc = json.loads(body)
         except ValueError as e:
             raise exc.UnsupportedImage(
-                ref=self.ref, reason='manifest %s is not JSON: %s'
-                % (reference, e))
+                ref=self.ref, reason=f'manifest {reference} is not JSON: {e}')
         if not isinstance(doc, dict):
             raise exc.UnsupportedImage(ref=self.ref,
                                        reason='manifest is not an object')
@@ -249,7 +247,7 @@ class RegistryClient(object):
             else:
                 raise exc.UnsupportedImage(
                     ref=self.ref, reason='unsupported manifest media type '
-                    '%r' % media_type)
+                    f'{media_type!r}')
         return actual, media_type, doc
 
     @staticmethod
@@ -277,7 +275,7 @@ class RegistryClient(object):
         out = []
         for entry in index.get('manifests') or ():
             plat = entry.get('platform') or {}
-            name = '%s/%s' % (plat.get('os', '?'),
+            name = '{}/{}'.format(plat.get('os', '?'),
                               plat.get('architecture', '?'))
             if plat.get('variant'):
                 name += '/' + plat['variant']
@@ -288,12 +286,12 @@ class RegistryClient(object):
 
     def get_blob_json(self, digest):
         """Fetch a small JSON blob (the image config) and verify it."""
-        resp = self._get('blobs/%s' % digest, what='blob')
+        resp = self._get(f'blobs/{digest}', what='blob')
         with resp:
             body = self._read_limited(resp, MAX_JSON_SIZE)
         if body is None:
             raise exc.UnsupportedImage(
-                ref=self.ref, reason='config blob %s is too large' % digest)
+                ref=self.ref, reason=f'config blob {digest} is too large')
         actual = sha256_digest(body)
         if actual != digest:
             raise exc.LayerDigestMismatch(ref=self.ref, digest=digest,
@@ -302,8 +300,7 @@ class RegistryClient(object):
             return json.loads(body)
         except ValueError as e:
             raise exc.UnsupportedImage(
-                ref=self.ref, reason='config %s is not JSON: %s'
-                % (digest, e))
+                ref=self.ref, reason=f'config {digest} is not JSON: {e}')
 
     def download_blob(self, digest, fileobj, expected_size=None,
                       max_size=None):
@@ -317,15 +314,15 @@ class RegistryClient(object):
         """
         if not digest.startswith('sha256:'):
             raise exc.UnsupportedImage(
-                ref=self.ref, reason='blob digest algorithm of %s is not '
-                'supported (sha256 only)' % digest)
+                ref=self.ref, reason=f'blob digest algorithm of {digest} '
+                'is not supported (sha256 only)')
         limit = max_size
         if expected_size is not None:
             limit = (expected_size if limit is None
                      else min(limit, expected_size))
         hasher = hashlib.sha256()
         size = 0
-        resp = self._get('blobs/%s' % digest, what='blob')
+        resp = self._get(f'blobs/{digest}', what='blob')
         with resp:
             try:
                 for chunk in resp.iter_content(CHUNK):
@@ -336,17 +333,17 @@ class RegistryClient(object):
                                 expected_size <= max_size):
                             raise exc.LayerDigestMismatch(
                                 ref=self.ref, digest=digest,
-                                actual='more data than the %d bytes the '
-                                'manifest declares' % expected_size,
+                                actual=f'more data than the {expected_size} '
+                                'bytes the manifest declares',
                                 size=size)
                         raise exc.ImageTooLarge(
-                            ref=self.ref, what='blob %s' % digest,
+                            ref=self.ref, what=f'blob {digest}',
                             size=size, limit=max_size)
                     hasher.update(chunk)
                     fileobj.write(chunk)
             except requests.RequestException as e:
-                raise self._fail_common('download of blob %s failed: %s'
-                                        % (digest, e))
+                raise self._fail_common(
+                    f'download of blob {digest} failed: {e}')
         actual = 'sha256:' + hasher.hexdigest()
         if actual != digest:
             raise exc.LayerDigestMismatch(ref=self.ref, digest=digest,

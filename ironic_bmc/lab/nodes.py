@@ -27,6 +27,8 @@ from ironic_bmc.lab import procs
 from ironic_bmc.lab import services
 from ironic_bmc.lab import settings as lab_settings
 
+SOCAT = '/usr/bin/socat'
+
 DOMAIN_XML = """\
 <domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>{name}</name>
@@ -60,7 +62,7 @@ DOMAIN_XML = """\
     <qemu:arg value='-netdev'/>
     <qemu:arg value='{netdev}'/>
     <qemu:arg value='-device'/>
-    <qemu:arg value='virtio-net-pci,netdev=n0,mac={mac},bootindex=1,bus=pci.0,addr=0x9'/>
+    <qemu:arg value='{nic}'/>
   </qemu:commandline>
 </domain>
 """
@@ -68,13 +70,18 @@ DOMAIN_XML = """\
 
 def netdev_spec(settings):
     """QEMU user-mode network: DHCP bootfile + loopback-only forwards."""
+    if not os.path.exists(SOCAT):
+        raise procs.LabError('%s is missing: install the Debian package '
+                             'socat (tools/host-setup.sh does)' % SOCAT)
     addr = lab_settings.GUEST_HOST_ADDRESS
     forwards = [settings.ports.http, settings.ports.ironic_api,
                 settings.ports.registry]
     parts = ['user', 'id=n0', 'restrict=on',
              'bootfile=%s/boot.ipxe' % settings.guest_http_url]
-    parts += ['guestfwd=tcp:%s:%d-tcp:127.0.0.1:%d' % (addr, p, p)
-              for p in forwards]
+    # "cmd:" spawns one socat per guest connection; a "tcp:" chardev would
+    # carry a single host connection for the life of the VM.
+    parts += ['guestfwd=tcp:%s:%d-cmd:%s STDIO TCP:127.0.0.1:%d'
+              % (addr, p, SOCAT, p) for p in forwards]
     return ','.join(parts)
 
 
@@ -93,7 +100,8 @@ def domain_xml(settings, index):
         disk=esc(settings.path('nodes', name + '.qcow2')),
         console=esc(console_log(settings, index)),
         netdev=esc(netdev_spec(settings), {"'": '&apos;'}),
-        mac=settings.node_mac(index))
+        nic='virtio-net-pci,netdev=n0,mac=%s,bootindex=1,bus=pci.0,addr=0x9'
+            % settings.node_mac(index))
 
 
 def virsh(*args, check=True, log_path=None):

@@ -66,7 +66,7 @@ def _write(path, text):
         f.write(text)
 
 
-# --- libvirt -------------------------------------------------------------------
+# --- libvirt -----------------------------------------------------------------
 
 def libvirt_reachable():
     try:
@@ -85,17 +85,22 @@ def _check_qemu_conf():
         raise procs.LabError('%s is missing: install libvirt-daemon-system '
                              '(tools/host-setup.sh does)' % QEMU_CONF)
     lines = [ln.strip().replace(' ', '') for ln in text.splitlines()]
-    if 'user="root"' not in lines or 'group="root"' not in lines:
-        raise procs.LabError('%s must set user = "root" and group = "root" '
-                             'for QEMU to read the lab state directory; '
-                             'run tools/host-setup.sh' % QEMU_CONF)
+    wanted = {'user="root"': 'for QEMU to read the lab state directory',
+              'group="root"': 'for QEMU to read the lab state directory',
+              'seccomp_sandbox=0': 'for QEMU to forward node connections '
+                                   'to the host through socat'}
+    for setting, why in wanted.items():
+        if setting not in lines:
+            raise procs.LabError('%s must set %s %s; run '
+                                 'tools/host-setup.sh' % (QEMU_CONF,
+                                                          setting, why))
 
 
 def start_libvirt(settings):
     """Use a running libvirtd, or start virtlogd + libvirtd for the lab."""
+    _check_qemu_conf()
     if libvirt_reachable():
         return
-    _check_qemu_conf()
     conf = settings.path('etc', 'libvirtd.conf')
     _write(conf, 'log_outputs = "3:file:%s"\n'
            % settings.log('libvirtd-debug.log'))
@@ -118,7 +123,7 @@ def start_libvirt(settings):
                          % (LIBVIRT_URI, settings.log('libvirtd.log')))
 
 
-# --- virtualbmc -------------------------------------------------------------------
+# --- virtualbmc --------------------------------------------------------------
 
 def vbmc_env(settings):
     return {'VIRTUALBMC_CONFIG': settings.path('etc', 'virtualbmc.conf')}
@@ -146,7 +151,7 @@ def vbmc(settings, *args, check=True):
                      env=vbmc_env(settings), check=check)
 
 
-# --- nginx ----------------------------------------------------------------------
+# --- nginx -------------------------------------------------------------------
 
 NGINX_CONF = """\
 # Written by bmc-lab.  Serves Ironic's [deploy]http_root to the nodes.
@@ -173,7 +178,11 @@ http {{
         root {root};
         autoindex off;
         # Nodes report back here (the smoke initrd, agent call-backs).
-        location /callback/ {{ return 204; }}
+        # (busybox wget waits forever on a 204, so answer 200.)
+        location /callback/ {{
+            default_type text/plain;
+            return 200 "ok\n";
+        }}
     }}
 }}
 """
@@ -194,7 +203,7 @@ def start_nginx(settings):
                         settings.log('nginx-error.log'), proc=proc)
 
 
-# --- registry -------------------------------------------------------------------
+# --- registry ----------------------------------------------------------------
 
 REGISTRY_CONF = """\
 # Written by bmc-lab.
@@ -224,7 +233,7 @@ def start_registry(settings):
                         settings.log('registry.log'), proc=proc)
 
 
-# --- ironic ----------------------------------------------------------------------
+# --- ironic ------------------------------------------------------------------
 
 def _prepare_database(settings, conf):
     if settings.profile == lab_settings.PROFILE_SCALED:
@@ -238,8 +247,11 @@ def _prepare_database(settings, conf):
             with conn.cursor() as cur:
                 cur.execute('CREATE DATABASE IF NOT EXISTS `%s` '
                             'CHARACTER SET utf8' % settings.database_name)
-    procs.run([venv_bin('ironic-dbsync'), '--config-file', conf, 'upgrade'],
-              'ironic-dbsync upgrade', log_path=settings.log('dbsync.log'))
+    # "up" always starts from an empty database (sqlite cannot run every
+    # migration; create_schema is the documented way for a fresh one).
+    procs.run([venv_bin('ironic-dbsync'), '--config-file', conf,
+               'create_schema'], 'ironic-dbsync create_schema',
+              log_path=settings.log('dbsync.log'))
 
 
 def drop_database(settings):

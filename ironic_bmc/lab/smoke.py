@@ -46,11 +46,20 @@ echo "BMC-LAB-SMOKE booted nonce=$nonce"
 for m in {modules}; do insmod "$m"; done
 for i in $(seq 1 40); do [ -e /sys/class/net/eth0 ] && break; sleep 0.25; done
 ip link set eth0 up
-udhcpc -i eth0 -q -n -s /bin/true >/dev/null 2>&1
 ip addr add 10.0.2.15/24 dev eth0
-if wget -q -O /dev/null "$callback/$nonce"; then
+# The link may take a moment under TCG: retry for about a minute.
+ok=no
+for i in $(seq 1 20); do
+    # (busybox-static 1.35 wget segfaults with -T; bound it with timeout.)
+    if timeout 10 wget -q -O /dev/null "$callback/$nonce"; then
+        ok=yes; break
+    fi
+    sleep 2
+done
+if [ $ok = yes ]; then
     echo "BMC-LAB-SMOKE callback-ok nonce=$nonce"
 else
+    ip addr; ip route
     echo "BMC-LAB-SMOKE callback-failed nonce=$nonce"
 fi
 while true; do sleep 3600; done

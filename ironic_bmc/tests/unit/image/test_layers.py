@@ -1,0 +1,295 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import os
+import stat
+
+import pytest
+
+from ironic_bmc.image import exceptions as exc
+from ironic_bmc.image import layers
+from ironic_bmc.lab import ociimage
+from ironic_bmc.lab.ociimage import Entry
+
+ROOT = os.geteuid() == 0
+
+
+def apply(tmp_path, layer_list, compression=None, same_owner=None,
+          max_size=None):
+    tree = tmp_path / 'tree'
+    tree.mkdir(exist_ok=True)
+    with layers.LayerApplier(str(tree), same_owner=same_owner,
+                             max_size=max_size) as applier:
+        for i, entries in enumerate(layer_list):
+            blob, _, _ = ociimage.make_layer(entries, compression)
+            path = tmp_path / f'layer{i}'
+            path.write_bytes(blob)
+            applier.apply_file(str(path), f'sha256:layer{i}')
+        info = applier.finish()
+    return tree, info
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """A directory outside the tree with a secret in it."""
+    d = tmp_path / 'outside'
+    d.mkdir()
+    (d / 'secret').write_text('secret')
+    return d
+
+
+def snapshot(path):
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            data = None
+            if stat.S_ISREG(st.st_mode):
+                with open(full, 'rb') as f:
+                    data = f.read()
+            out[full] = (st.st_mode, st.st_nlink, data)
+    return out
+
+
+def test_files_modes_mtimes(tmp_path):
+    tree, info = apply(tmp_path, [[
+        Entry('etc', 'dir', mode=0o750, mtime=1111),
+        Entry('etc/conf', data=b'hello', mode=0o640, mtime=2222),
+        Entry('bin/tool', data=b'#!/bin/sh\n', mode=0o4755, mtime=3333),
+        Entry('ro', 'dir', mode=0o555),
+        Entry('ro/file', data=b'x', mode=0o444),
+    ]], compression='gzip')
+    st = os.lstat(tree / 'etc/conf')
+    assert (tree / 'etc/conf').read_bytes() == b'hello'
+    assert stat.S_IMODE(st.st_mode) == 0o640
+    assert st.st_mtime == 2222
+    assert stat.S_IMODE(os.lstat(tree / 'bin/tool').st_mode) == 0o4755
+    # Directory metadata is applied after its content was written.
+    st = os.lstat(tree / 'etc')
+    assert stat.S_IMODE(st.st_mode) == 0o750
+    assert st.st_mtime == 1111
+    # Implicit parents are created 0755.
+    assert stat.S_IMODE(os.lstat(tree / 'bin').st_mode) == 0o755
+    assert stat.S_IMODE(os.lstat(tree / 'ro').st_mode) == 0o555
+    assert info.unpacked_size == len(b'hello') + len(b'#!/bin/sh\n') + 1
+
+
+@pytest.mark.skipif(not ROOT, reason='needs root to chown')
+def test_ownership_applied_as_root(tmp_path):
+    tree, info = apply(tmp_path, [[
+        Entry('home/u', 'dir', uid=1000, gid=1001),
+        Entry('home/u/f', data=b'x', uid=1000, gid=1001),
+        Entry('home/u/l', 'symlink', linkname='f', uid=1002, gid=1003),
+    ]])
+    assert os.lstat(tree / 'home/u/f')[4:6] == (1000, 1001)
+    assert os.lstat(tree / 'home/u')[4:6] == (1000, 1001)
+    assert os.lstat(tree / 'home/u/l')[4:6] == (1002, 1003)
+    assert info.owners == {}
+
+
+def test_ownership_recorded_without_same_owner(tmp_path):
+    tree, info = apply(tmp_path, [[
+        Entry('home/u', 'dir', uid=1000, gid=1001, mode=0o700),
+        Entry('home/u/f', data=b'x', uid=1000, gid=1001, mode=0o600),
+        Entry('root-file', data=b'x'),
+    ]], same_owner=False)
+    assert info.owners == {'home/u': (1000, 1001, 0o700),
+                           'home/u/f': (1000, 1001, 0o600)}
+    assert os.lstat(tree / 'home/u/f').st_uid == os.geteuid()
+
+
+def test_symlinks_verbatim(tmp_path):
+    tree, _ = apply(tmp_path, [[
+        Entry('abs', 'symlink', linkname='/etc/passwd'),
+        Entry('rel', 'symlink', linkname='../../../x', mtime=1234),
+    ]])
+    assert os.readlink(tree / 'abs') == '/etc/passwd'
+    assert os.readlink(tree / 'rel') == '../../../x'
+    assert os.lstat(tree / 'rel').st_mtime == 1234
+
+
+def test_hardlinks(tmp_path):
+    tree, info = apply(tmp_path, [
+        [Entry('a/f', data=b'data')],
+        [Entry('b/g', 'hardlink', linkname='a/f')],
+    ])
+    assert os.lstat(tree / 'a/f').st_ino == os.lstat(tree / 'b/g').st_ino
+    assert os.lstat(tree / 'a/f').st_nlink == 2
+    assert info.unpacked_size == 4
+
+
+def test_whiteout(tmp_path):
+    tree, _ = apply(tmp_path, [
+        [Entry('d/keep', data=b'1'), Entry('d/gone', data=b'2'),
+         Entry('d/sub/x', data=b'3'), Entry('top', data=b'4')],
+        [ociimage.whiteout('d/gone'), ociimage.whiteout('d/sub'),
+         ociimage.whiteout('top'), ociimage.whiteout('never-existed')],
+    ])
+    assert sorted(os.listdir(tree / 'd')) == ['keep']
+    assert sorted(os.listdir(tree)) == ['d']
+
+
+def test_whiteout_applies_to_lower_layers_only(tmp_path):
+    tree, _ = apply(tmp_path, [
+        [Entry('f', data=b'old')],
+        [Entry('f', data=b'new'), ociimage.whiteout('f')],
+    ])
+    assert (tree / 'f').read_bytes() == b'new'
+
+
+@pytest.mark.parametrize('marker_first', [True, False])
+def test_opaque_directory(tmp_path, marker_first):
+    upper = [Entry('d/new', data=b'n'), Entry('d/sub', 'dir'),
+             Entry('d/sub/z', data=b'z')]
+    marker = [ociimage.opaque('d')]
+    tree, _ = apply(tmp_path, [
+        [Entry('d/x', data=b'x'), Entry('d/sub/y', data=b'y'),
+         Entry('other/keep', data=b'k')],
+        marker + upper if marker_first else upper + marker,
+    ])
+    assert sorted(os.listdir(tree / 'd')) == ['new', 'sub']
+    assert os.listdir(tree / 'd/sub') == ['z']
+    assert os.listdir(tree / 'other') == ['keep']
+
+
+def test_replace_types(tmp_path):
+    tree, _ = apply(tmp_path, [
+        [Entry('a/inner', data=b'1'), Entry('b', data=b'2'),
+         Entry('c', 'symlink', linkname='/nowhere')],
+        [Entry('a', data=b'file now'), Entry('b', 'dir'),
+         Entry('b/x', data=b'3'), Entry('c', data=b'plain')],
+    ])
+    assert (tree / 'a').read_bytes() == b'file now'
+    assert (tree / 'b/x').read_bytes() == b'3'
+    assert not os.path.islink(tree / 'c')
+
+
+def test_replacing_symlink_does_not_follow_it(tmp_path, outside):
+    before = snapshot(outside)
+    tree, _ = apply(tmp_path, [
+        [Entry('f', 'symlink', linkname=str(outside / 'secret'))],
+        [Entry('f', data=b'mine', mode=0o600)],
+    ])
+    assert snapshot(outside) == before
+    assert (tree / 'f').read_bytes() == b'mine'
+
+
+@pytest.mark.skipif(not ROOT, reason='needs root for mknod')
+def test_device_nodes_as_root(tmp_path):
+    tree, info = apply(tmp_path, [[
+        Entry('dev/null', 'chr', devmajor=1, devminor=3, mode=0o666),
+        Entry('dev/loop0', 'blk', devmajor=7, devminor=0, mode=0o660,
+              gid=6),
+        Entry('run/fifo', 'fifo', mode=0o600),
+    ]])
+    st = os.lstat(tree / 'dev/null')
+    assert stat.S_ISCHR(st.st_mode)
+    assert os.major(st.st_rdev) == 1 and os.minor(st.st_rdev) == 3
+    assert stat.S_IMODE(st.st_mode) == 0o666
+    st = os.lstat(tree / 'dev/loop0')
+    assert stat.S_ISBLK(st.st_mode) and st.st_gid == 6
+    assert stat.S_ISFIFO(os.lstat(tree / 'run/fifo').st_mode)
+    assert info.devices == {}
+
+
+def test_device_nodes_recorded_without_same_owner(tmp_path):
+    tree, info = apply(tmp_path, [
+        [Entry('dev/null', 'chr', devmajor=1, devminor=3, mode=0o666),
+         Entry('dev/gone', 'chr', devmajor=1, devminor=5)],
+        [ociimage.whiteout('dev/gone')],
+    ], same_owner=False)
+    assert not os.path.lexists(tree / 'dev/null')
+    assert set(info.devices) == {'dev/null'}
+    dev = info.devices['dev/null']
+    assert (dev.kind, dev.major, dev.minor, dev.mode) == ('c', 1, 3, 0o666)
+
+
+def test_zstd_and_plain_layers(tmp_path):
+    tree, _ = apply(tmp_path, [[Entry('z', data=b'zstd')]],
+                    compression='zstd')
+    assert (tree / 'z').read_bytes() == b'zstd'
+
+
+def test_xattrs(tmp_path):
+    tree, _ = apply(tmp_path, [[
+        Entry('f', data=b'x', xattrs={'user.test': b'value'})]])
+    try:
+        assert os.getxattr(tree / 'f', 'user.test') == b'value'
+    except OSError:
+        pytest.skip('no user xattrs on this filesystem')
+
+
+def test_max_size(tmp_path):
+    with pytest.raises(exc.ImageTooLarge):
+        apply(tmp_path, [[Entry('big', data=b'x' * 5000)]], max_size=4096)
+
+
+def test_garbage_is_refused(tmp_path):
+    tree = tmp_path / 'tree'
+    tree.mkdir()
+    blob = tmp_path / 'blob'
+    blob.write_bytes(b'\x1f\x8b' + b'not gzip at all' * 10)
+    with (layers.LayerApplier(str(tree)) as applier,
+          pytest.raises(exc.UnsafeLayer, match='sha256:bad')):
+        applier.apply_file(str(blob), 'sha256:bad')
+
+
+ESCAPES = {
+    'dotdot': ([[Entry('../outside/evil', data=b'x')]], '../outside/evil'),
+    'dotdot-inner': ([[Entry('a/../../outside/evil', data=b'x')]],
+                     'a/../../outside/evil'),
+    'absolute': ([[Entry('{outside}/evil', data=b'x')]], '{outside}/evil'),
+    'symlink-abs': ([[Entry('a', 'symlink', linkname='{outside}'),
+                      Entry('a/secret', data=b'owned')]], 'a/secret'),
+    'symlink-rel': ([[Entry('a', 'symlink', linkname='../../..'),
+                      Entry('a/evil', data=b'x')]], 'a/evil'),
+    'symlink-next-layer': ([[Entry('etc', 'symlink', linkname='{outside}')],
+                            [Entry('etc/secret', data=b'owned')]],
+                           'etc/secret'),
+    'symlink-dir-entry': ([[Entry('a', 'symlink', linkname='{outside}'),
+                            Entry('a/sub', 'dir')]], 'a/sub'),
+    'hardlink-dotdot': ([[Entry('h', 'hardlink',
+                                linkname='../outside/secret')]], 'h'),
+    'hardlink-abs': ([[Entry('h', 'hardlink',
+                             linkname='{outside}/secret')]], 'h'),
+    'hardlink-via-symlink': ([[Entry('a', 'symlink', linkname='{outside}'),
+                               Entry('h', 'hardlink',
+                                     linkname='a/secret')]], 'h'),
+    'hardlink-missing': ([[Entry('h', 'hardlink', linkname='nope')]], 'h'),
+    'whiteout-via-symlink': ([[Entry('a', 'symlink', linkname='{outside}')],
+                              [ociimage.whiteout('a/secret')]],
+                             'a/.wh.secret'),
+    'opaque-via-symlink': ([[Entry('a', 'symlink', linkname='{outside}')],
+                            [ociimage.opaque('a')]], 'a/.wh..wh..opq'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(ESCAPES))
+def test_escape_refused(tmp_path, outside, case):
+    layer_list, bad = ESCAPES[case]
+    layer_list = [[Entry(**{**e.__dict__,
+                            'name': e.name.format(outside=outside),
+                            'linkname': e.linkname.format(outside=outside)})
+                   for e in layer] for layer in layer_list]
+    bad = bad.format(outside=outside)
+    before = snapshot(outside)
+    with pytest.raises(exc.UnsafeLayer) as raised:
+        apply(tmp_path, layer_list)
+    message = str(raised.value)
+    assert f'sha256:layer{len(layer_list) - 1}' in message
+    assert bad in message
+    assert snapshot(outside) == before
+    assert os.listdir(tmp_path) != []
+    # Nothing was created next to the tree either.
+    assert sorted(p for p in os.listdir(tmp_path)
+                  if not p.startswith('layer')) == ['outside', 'tree']
