@@ -62,7 +62,8 @@ export DIB_DEBIAN_SECURITY_MIRROR=${DIB_DEBIAN_SECURITY_MIRROR:-http://deb.debia
 export DIB_DEBIAN_COMPONENTS=${DIB_DEBIAN_COMPONENTS:-main}
 export DIB_APT_MINIMAL_CREATE_INTERFACES=0
 export DIB_DEBOOTSTRAP_CACHE=${DIB_DEBOOTSTRAP_CACHE:-1}
-export DIB_DEBIAN_USE_DEBOOTSTRAP_CACHE=${DIB_DEBIAN_USE_DEBOOTSTRAP_CACHE:-1}
+# (set it empty to bootstrap afresh; the cached tree is dist-upgraded anyway)
+export DIB_DEBIAN_USE_DEBOOTSTRAP_CACHE=${DIB_DEBIAN_USE_DEBOOTSTRAP_CACHE-1}
 export DIB_CHECKSUM=0
 IPA_REQ=${BMC_IPA_REQUIREMENT:-ironic-python-agent>=13.0.0,<14.0.0}
 DIB_REQ=${BMC_DIB_REQUIREMENT:-diskimage-builder}
@@ -99,6 +100,21 @@ fi
 
 START=$(date +%s)
 
+# --- host tools diskimage-builder calls ------------------------------------
+missing=""
+for tool in sudo:sudo debootstrap:debootstrap cpio:cpio gzip:gzip \
+        mmdebstrap:- ; do
+    if [ "${tool#*:}" != - ] && ! command -v "${tool%%:*}" >/dev/null; then
+        missing="$missing ${tool#*:}"
+    fi
+done
+if [ -n "$missing" ]; then
+    echo "build-agent-ramdisk: installing host packages:$missing"
+    apt-get install -y --no-install-recommends $missing >/dev/null \
+        || { apt-get update >/dev/null && \
+             apt-get install -y --no-install-recommends $missing >/dev/null; }
+fi
+
 # --- diskimage-builder in its own venv -----------------------------------
 DIBVENV=$WORK/dibvenv
 if [ ! -x "$DIBVENV/bin/disk-image-create" ]; then
@@ -116,6 +132,15 @@ if [ ! -d "$WHEELS" ]; then
     tar -C "$ROOT" --exclude=.git --exclude=.tox --exclude=build \
         --exclude='*.egg-info' --exclude=__pycache__ --exclude=.venv \
         -cf - . | tar -C "$SRC" -xf -
+    if ! grep -q 'ipa_hardware_manager.manager:' "$SRC/setup.cfg"
+    then
+        # Until setup.cfg registers the manager, register it in the copy.
+        echo "build-agent-ramdisk: WARNING: setup.cfg lacks the" \
+            "ironic_python_agent.hardware_managers entry point; adding it" \
+            "to the build copy" >&2
+        sed -i '/^\[entry_points\]/a ironic_python_agent.hardware_managers =\n    bmc_container = ipa_hardware_manager.manager:BmcContainerHardwareManager' \
+            "$SRC/setup.cfg"
+    fi
     COUNT=$(git -C "$ROOT" rev-list --count HEAD 2>/dev/null || echo 0)
     export PBR_VERSION=${PBR_VERSION:-0.0.1.dev$COUNT}
     rm -rf "$WHEELS.tmp"

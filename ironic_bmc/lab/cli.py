@@ -16,7 +16,7 @@
     bmc-lab status
     bmc-lab down [--purge]
     bmc-lab smoke            # Ironic ramdisk deploy of a tiny initrd
-    bmc-lab demo             # up + the main job, the report last
+    bmc-lab demo             # up + the container job, the report last
 
 The state directory is ``--state-dir``, else ``$BMC_LAB_DIR``, else
 /var/lib/bmc-lab.
@@ -27,10 +27,13 @@ import json
 import os
 import sys
 
+from ironic_bmc.lab import agent
+from ironic_bmc.lab import container_job
 from ironic_bmc.lab import control
 from ironic_bmc.lab import procs
 from ironic_bmc.lab import settings as lab_settings
 from ironic_bmc.lab import smoke
+from ironic_bmc import protocol
 
 
 def _parser():
@@ -83,6 +86,22 @@ def _loaded(args):
     return settings
 
 
+def _demo(args):
+    """Lab up, then the container job; the report is the last line."""
+    control.up(_settings_from_args(args))
+    settings = _loaded(args)
+    agent.ensure(settings)
+    image = container_job.push_demo_image(settings)
+    container_job.deploy(settings, image, mode=protocol.MODE_JOB)
+    report = container_job.wait_report(settings)
+    print()
+    print(container_job.format_report(report))
+    print()
+    container_job.undeploy(settings)
+    print(json.dumps(report, sort_keys=True))
+    return 0 if report.get('workload_exit_code') == 0 else 1
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
     if os.geteuid() != 0 and args.command in ('up', 'demo', 'down'):
@@ -102,9 +121,7 @@ def main(argv=None):
             result = smoke.run(_loaded(args))
             print(json.dumps(result, sort_keys=True))
         elif args.command == 'demo':
-            control.up(_settings_from_args(args))
-            result = smoke.run(_loaded(args))
-            print(json.dumps(result, sort_keys=True))
+            return _demo(args)
     except procs.LabError as exc:
         print('bmc-lab %s: %s' % (args.command, exc), file=sys.stderr)
         return 1

@@ -24,8 +24,11 @@ import io
 from ironic_bmc.lab import settings as lab_settings
 
 #: Interfaces the lab enables.  ``fake-hardware`` is kept for API tests.
-HARDWARE_TYPES = ['ipmi', 'fake-hardware']
-DEPLOY_INTERFACES = ['ramdisk', 'direct', 'fake']
+HARDWARE_TYPES = ['container-ipmi', 'ipmi', 'fake-hardware']
+DEPLOY_INTERFACES = ['container', 'ramdisk', 'direct', 'fake']
+#: Agent boot files of container deploys (see ironic_bmc.lab.agent).
+AGENT_KERNEL = 'agent.kernel'
+AGENT_RAMDISK = 'agent.initramfs'
 
 
 def database_url(settings):
@@ -56,7 +59,7 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
             'default_network_interface': 'noop',
             'enabled_inspect_interfaces': 'no-inspect,fake',
             'enabled_console_interfaces': 'no-console,fake',
-            'enabled_vendor_interfaces': 'ipmitool,no-vendor,fake',
+            'enabled_vendor_interfaces': 'container,ipmitool,no-vendor,fake',
             'enabled_raid_interfaces': 'no-raid,fake',
             'enabled_bios_interfaces': 'no-bios,fake',
             'enabled_firmware_interfaces': 'no-firmware,fake',
@@ -77,6 +80,20 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
             'sync_power_state_interval': '20',
             'heartbeat_interval': '5',
             'check_provision_state_interval': '10',
+            # The agent ramdisk: container deploys boot it (with the
+            # image's kernel) when instance_info names no other.
+            'deploy_kernel': 'file://' + settings.path('images',
+                                                       AGENT_KERNEL),
+            'deploy_ramdisk': 'file://' + settings.path('images',
+                                                        AGENT_RAMDISK),
+        },
+        'container': {
+            'image_cache_dir': settings.path('ironic', 'container_cache'),
+            'report_dir': settings.path('reports'),
+            'insecure_registries': settings.registry_address,
+            'default_kernel_modules': 'file://' + settings.path(
+                'images', 'modules-default.cpio.gz'),
+            'workload_poll_interval': '3',
         },
         'deploy': {
             'http_root': settings.http_root,

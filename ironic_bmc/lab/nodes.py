@@ -68,8 +68,17 @@ DOMAIN_XML = """\
 """
 
 
-def netdev_spec(settings):
-    """QEMU user-mode network: DHCP bootfile + loopback-only forwards."""
+#: Where ironic-python-agent listens on the node.
+AGENT_PORT = 9999
+
+
+def netdev_spec(settings, index):
+    """QEMU user-mode network: DHCP bootfile + loopback-only forwards.
+
+    Node to host: ``guestfwd`` from 10.0.2.100 to the lab's services.
+    Host to node: ``hostfwd`` from a loopback port to the agent's API,
+    which the agent advertises (see :func:`kernel_append_params`).
+    """
     if not os.path.exists(SOCAT):
         raise procs.LabError('%s is missing: install the Debian package '
                              'socat (tools/host-setup.sh does)' % SOCAT)
@@ -82,7 +91,15 @@ def netdev_spec(settings):
     # carry a single host connection for the life of the VM.
     parts += ['guestfwd=tcp:%s:%d-cmd:%s STDIO TCP:127.0.0.1:%d'
               % (addr, p, SOCAT, p) for p in forwards]
+    parts.append('hostfwd=tcp:127.0.0.1:%d-:%d'
+                 % (settings.ports.agent(index), AGENT_PORT))
     return ','.join(parts)
+
+
+def kernel_append_params(settings, index):
+    """Kernel arguments that make the agent reachable from the host."""
+    return ('%%default%% ipa-advertise-host=127.0.0.1 '
+            'ipa-advertise-port=%d' % settings.ports.agent(index))
 
 
 def console_log(settings, index):
@@ -99,7 +116,7 @@ def domain_xml(settings, index):
                                      'qemu-system-x86'),
         disk=esc(settings.path('nodes', name + '.qcow2')),
         console=esc(console_log(settings, index)),
-        netdev=esc(netdev_spec(settings), {"'": '&apos;'}),
+        netdev=esc(netdev_spec(settings, index), {"'": '&apos;'}),
         nic='virtio-net-pci,netdev=n0,mac=%s,bootindex=1,bus=pci.0,addr=0x9'
             % settings.node_mac(index))
 
@@ -175,7 +192,7 @@ def defined_lab_domains(settings):
     return [n for n in res.stdout.split() if n.startswith(prefix)]
 
 
-def enroll(cli, settings, index, driver='ipmi', **interfaces):
+def enroll(cli, settings, index, driver='container-ipmi', **interfaces):
     """Create (or update) the Ironic node for lab node ``index``."""
     name = settings.node_name(index)
     driver_info = {
@@ -183,6 +200,7 @@ def enroll(cli, settings, index, driver='ipmi', **interfaces):
         'ipmi_port': settings.ports.ipmi(index),
         'ipmi_username': 'admin',
         'ipmi_password': 'password',
+        'kernel_append_params': kernel_append_params(settings, index),
     }
     properties = {
         'memory_mb': settings.node_memory_mb,

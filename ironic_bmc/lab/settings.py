@@ -42,9 +42,14 @@ class Ports:
     registry: int = 5050
     vbmcd: int = 50891
     ipmi_base: int = 6230
+    #: The agent API of node i is forwarded from 127.0.0.1:(agent_base+i).
+    agent_base: int = 9900
 
     def ipmi(self, index):
         return self.ipmi_base + index
+
+    def agent(self, index):
+        return self.agent_base + index
 
     def named(self, nodes):
         """All ports with a human name for each, for conflict checks."""
@@ -56,6 +61,7 @@ class Ports:
         }
         for i in range(nodes):
             names['virtual BMC of node %d (IPMI)' % i] = self.ipmi(i)
+            names['agent API of node %d' % i] = self.agent(i)
         return names
 
 

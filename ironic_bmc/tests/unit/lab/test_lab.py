@@ -74,7 +74,7 @@ def test_scaled_profile_conf(tmp_path):
 
 
 def test_node_network_is_restricted_to_loopback_forwards(settings):
-    spec = nodes.netdev_spec(settings)
+    spec = nodes.netdev_spec(settings, 1)
     parts = spec.split(',')
     assert 'restrict=on' in parts
     fwds = [p for p in parts if p.startswith('guestfwd=')]
@@ -84,6 +84,8 @@ def test_node_network_is_restricted_to_loopback_forwards(settings):
         port = f.split(':')[2].split('-')[0]
         assert f.endswith('-cmd:/usr/bin/socat STDIO TCP:127.0.0.1:' + port)
     assert 'bootfile=http://10.0.2.100:8080/boot.ipxe' in parts
+    # The host reaches node 1's agent through loopback only.
+    assert 'hostfwd=tcp:127.0.0.1:9901-:9999' in parts
 
 
 def test_domain_xml(settings):

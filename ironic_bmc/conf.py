@@ -1,0 +1,72 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Configuration of the conductor plugin: the ``[container]`` group.
+
+Registered once, here, on Ironic's global CONF; listed for
+``oslo-config-generator --namespace ironic_bmc``.
+"""
+
+from oslo_config import cfg
+
+from ironic_bmc import protocol
+
+GROUP = 'container'
+
+opts = [
+    cfg.StrOpt('image_cache_dir',
+               default='$state_path/container_rootfs_cache',
+               help='Directory of the content-addressed cache of rootfs '
+                    'artifacts built from container images.  Shared by '
+                    'every node this conductor deploys.'),
+    cfg.IntOpt('image_cache_size_mb', default=20480, min=0,
+               help='Evict least recently used rootfs artifacts when the '
+                    'cache grows past this size (MiB); 0 disables '
+                    'eviction.  Artifacts in use by a node are never '
+                    'evicted.'),
+    cfg.StrOpt('rootfs_format', default=protocol.FORMAT_EROFS,
+               choices=protocol.ARTIFACT_FORMATS,
+               help='Format of the rootfs artifact sent to nodes.  erofs '
+                    'and squashfs are mounted from RAM under a tmpfs '
+                    'overlay; tar is unpacked into tmpfs (slow, for '
+                    'comparison).'),
+    cfg.StrOpt('rootfs_compression', default='none',
+               help='Compression inside the artifact: "none", or for '
+                    'erofs lz4/lz4hc, for squashfs lz4/gzip/lzo/xz/zstd.'),
+    cfg.ListOpt('insecure_registries', default=[],
+                help='Registries (host:port) reached over plain HTTP.'),
+    cfg.FloatOpt('max_image_ram_fraction', default=0.5, min=0.05, max=0.95,
+                 help='Refuse a container image whose unpacked rootfs is '
+                      'larger than this fraction of the node\'s '
+                      'properties/memory_mb: the rootfs lives in RAM next '
+                      'to the workload.'),
+    cfg.StrOpt('default_kernel_modules',
+               help='Kernel modules initrd (a cpio of /lib/modules/<ver>) '
+                    'for the default kernel ([conductor]deploy_kernel).  '
+                    'Any URL Ironic accepts for a ramdisk.  A node may '
+                    'override it with driver_info/container_kernel_modules, '
+                    'a deploy with instance_info/kernel_modules.'),
+    cfg.IntOpt('workload_poll_interval', default=10, min=1,
+               help='How often (seconds) the conductor asks the agent of '
+                    'an ACTIVE node whether its workload still runs.'),
+    cfg.StrOpt('report_dir', default='$state_path/container_reports',
+               help='Directory holding run reports, one JSON file per '
+                    'deploy, kept after the node is undeployed.'),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(opts, group=GROUP)
+
+
+def list_opts():
+    return [(GROUP, opts)]

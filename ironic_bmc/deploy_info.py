@@ -1,0 +1,159 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The instance_info contract of the ``container`` deploy interface.
+
+Parsing and validation only: every error names the key and the reason,
+so ``validate`` can answer the API call with it.
+"""
+
+import dataclasses
+import json
+
+from ironic.common import exception
+from ironic.common.i18n import _
+
+from ironic_bmc import protocol
+from ironic_bmc.image import exceptions as image_exc
+from ironic_bmc.image import reference
+
+
+@dataclasses.dataclass
+class ContainerInfo:
+    image: str
+    rootfs: str = protocol.ROOTFS_RAMFS
+    mode: str = protocol.MODE_SERVICE
+    command: list = None
+    env: dict = dataclasses.field(default_factory=dict)
+    pull_secret: str = None
+
+
+def _json_value(key, value, kind):
+    """instance_info values set from the CLI may arrive as JSON strings."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise exception.InvalidParameterValue(
+                _('instance_info/%(key)s must be a JSON %(kind)s: %(err)s')
+                % {'key': key, 'kind': kind, 'err': exc})
+    return value
+
+
+def _command(value):
+    key = protocol.II_COMMAND
+    value = _json_value(key, value, 'list of strings')
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(v, str) for v in value)):
+        raise exception.InvalidParameterValue(
+            _('instance_info/%(key)s must be a non-empty list of strings '
+              '(the program and its arguments), got %(value)r')
+            % {'key': key, 'value': value})
+    return value
+
+
+def _env(value):
+    key = protocol.II_ENV
+    value = _json_value(key, value, 'object')
+    if not isinstance(value, dict):
+        raise exception.InvalidParameterValue(
+            _('instance_info/%(key)s must be an object of variable names '
+              'to string values, got %(value)r') % {'key': key,
+                                                     'value': value})
+    for name, val in value.items():
+        if not name or '=' in name or '\0' in name:
+            raise exception.InvalidParameterValue(
+                _('instance_info/%(key)s: %(name)r is not a valid '
+                  'environment variable name') % {'key': key, 'name': name})
+        if not isinstance(val, (str, int, float)) or isinstance(val, bool):
+            raise exception.InvalidParameterValue(
+                _('instance_info/%(key)s: the value of %(name)s must be a '
+                  'string, got %(value)r') % {'key': key, 'name': name,
+                                               'value': val})
+    return {k: str(v) for k, v in value.items()}
+
+
+def _choice(info, key, choices, default, supported=None):
+    value = info.get(key) or default
+    if value not in choices:
+        raise exception.InvalidParameterValue(
+            _('instance_info/%(key)s: unknown value %(value)r; expected one '
+              'of %(choices)s') % {'key': key, 'value': value,
+                                   'choices': ', '.join(choices)})
+    if supported is not None and value not in supported:
+        raise exception.InvalidParameterValue(
+            _('instance_info/%(key)s: %(value)r is not supported yet; '
+              'supported: %(supported)s')
+            % {'key': key, 'value': value,
+               'supported': ', '.join(supported)})
+    return value
+
+
+def parse(node):
+    """Parse and validate the container keys of ``node.instance_info``.
+
+    :raises: MissingParameterValue if no image is named.
+    :raises: InvalidParameterValue naming the key and the reason.
+    """
+    info = node.instance_info or {}
+    image = info.get(protocol.II_IMAGE)
+    if not image:
+        raise exception.MissingParameterValue(
+            _('instance_info/%s is required: the OCI reference of the '
+              'container image to run, e.g. registry.example:5000/app:1 or '
+              'registry.example:5000/app@sha256:<digest>')
+            % protocol.II_IMAGE)
+    try:
+        reference.parse(image)
+    except image_exc.ImagePipelineError as exc:
+        raise exception.InvalidParameterValue(
+            _('instance_info/%(key)s: %(err)s')
+            % {'key': protocol.II_IMAGE, 'err': exc})
+    result = ContainerInfo(
+        image=image,
+        rootfs=_choice(info, protocol.II_ROOTFS, protocol.ROOTFS_MODES,
+                       protocol.ROOTFS_RAMFS,
+                       supported=protocol.ROOTFS_MODES_SUPPORTED),
+        mode=_choice(info, protocol.II_MODE, protocol.WORKLOAD_MODES,
+                     protocol.MODE_SERVICE),
+        pull_secret=info.get('image_pull_secret')
+        or node.driver_info.get('image_pull_secret'),
+    )
+    if info.get(protocol.II_COMMAND) is not None:
+        result.command = _command(info[protocol.II_COMMAND])
+    if info.get(protocol.II_ENV) is not None:
+        result.env = _env(info[protocol.II_ENV])
+    return result
+
+
+def workload_args(container, image_config):
+    """Arguments of the agent's start-workload step.
+
+    ``container_command`` replaces ENTRYPOINT and CMD as a whole (like
+    ``docker run --entrypoint`` with arguments); ``container_env`` is laid
+    over the image's Env.
+    """
+    command = container.command or image_config.command
+    if not command:
+        raise exception.InvalidParameterValue(
+            _('The image %(image)s defines neither ENTRYPOINT nor CMD; set '
+              'instance_info/%(key)s') % {'image': container.image,
+                                          'key': protocol.II_COMMAND})
+    env = dict(image_config.env_dict)
+    env.update(container.env)
+    return {
+        'command': list(command),
+        'env': env,
+        'workdir': image_config.working_dir or '/',
+        'user': image_config.user or '',
+        'mode': container.mode,
+    }

@@ -1,0 +1,170 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Boot files of a container deploy: kernel, agent ramdisk, modules.
+
+Ironic's (i)PXE boot interfaces boot the agent with the deploy kernel and
+ramdisk of ``driver_info``/``[conductor]``, and boot a user's kernel only
+for the deploy interface named ``ramdisk``.  A container deploy boots the
+agent ramdisk with the kernel chosen for the image, plus that kernel's
+modules as a second initrd, so it renders its own iPXE script with
+Ironic's pxe_utils, the way the anaconda deploy does.
+
+Resolution, first match wins:
+
+* kernel: ``instance_info/kernel``, else the deploy kernel;
+* ramdisk: ``instance_info/ramdisk``, else the deploy ramdisk (the agent);
+* modules: ``instance_info/kernel_modules``; with the default kernel also
+  ``driver_info/container_kernel_modules``, else
+  ``[container]default_kernel_modules``.
+"""
+
+import os
+import secrets
+import shutil
+
+from ironic.common import boot_devices
+from ironic.common import exception
+from ironic.common.i18n import _
+from ironic.common import image_service
+from ironic.common import pxe_utils
+from ironic.conductor import utils as manager_utils
+from ironic.conf import CONF
+from ironic.drivers import utils as driver_utils
+from oslo_log import log
+
+LOG = log.getLogger(__name__)
+
+LABEL_KERNEL = 'deploy_kernel'
+LABEL_RAMDISK = 'deploy_ramdisk'
+LABEL_MODULES = 'bmc_modules'
+
+TEMPLATE = os.path.join(os.path.dirname(__file__), 'templates',
+                        'container_ipxe_config.template')
+
+#: Where a deploy's rootfs artifact is published, under the node's
+#: directory of the HTTP root, in a directory named by a random token.
+ARTIFACT_DIR_KEY = 'bmc_artifact_dir'
+
+
+def boot_images(task):
+    """{label: (href, path under the HTTP root)} for this deploy."""
+    node = task.node
+    ii = node.instance_info
+    agent = driver_utils.get_agent_kernel_ramdisk(node)
+    hrefs = {
+        LABEL_KERNEL: ii.get('kernel') or agent.get('deploy_kernel'),
+        LABEL_RAMDISK: ii.get('ramdisk') or agent.get('deploy_ramdisk'),
+    }
+    modules = ii.get('kernel_modules')
+    if not modules and not ii.get('kernel'):
+        modules = (node.driver_info.get('container_kernel_modules')
+                   or CONF.container.default_kernel_modules)
+    if modules:
+        hrefs[LABEL_MODULES] = modules
+    return {label: (href, pxe_utils.get_file_path_from_label(
+        node.uuid, CONF.deploy.http_root, label))
+        for label, href in hrefs.items()}
+
+
+def validate(task):
+    """Check the boot files are named and reachable.
+
+    :raises: MissingParameterValue naming the keys to set.
+    :raises: InvalidParameterValue for a kernel/ramdisk/modules URL that
+        cannot be fetched (e.g. HTTP 404).
+    """
+    if not getattr(task.driver.boot, 'ipxe_enabled', False):
+        raise exception.InvalidParameterValue(
+            _('The container deploy interface boots the node through iPXE; '
+              'node %(node)s uses boot interface %(boot)s. Set '
+              '--boot-interface ipxe.') % {'node': task.node.uuid,
+                                           'boot': task.node.boot_interface})
+    images = boot_images(task)
+    missing = [label for label, (href, _path) in images.items() if not href]
+    if missing:
+        raise exception.MissingParameterValue(
+            _('Node %(node)s has no kernel or ramdisk for a container '
+              'deploy: set instance_info/kernel and instance_info/ramdisk, '
+              'or driver_info/deploy_kernel and deploy_ramdisk, or '
+              '[conductor]deploy_kernel and deploy_ramdisk (missing: '
+              '%(missing)s)') % {'node': task.node.uuid,
+                                 'missing': ', '.join(missing)})
+    for label, (href, _path) in images.items():
+        key = {LABEL_KERNEL: 'kernel', LABEL_RAMDISK: 'ramdisk',
+               LABEL_MODULES: 'kernel_modules'}[label]
+        try:
+            image_service.get_image_service(
+                href, context=task.context).validate_href(href)
+        except exception.IronicException as exc:
+            raise exception.InvalidParameterValue(
+                _('%(key)s %(href)s cannot be used: %(err)s')
+                % {'key': key, 'href': href, 'err': exc})
+
+
+def prepare(task, ramdisk_params):
+    """Stage the boot files and the iPXE script; set PXE boot."""
+    node = task.node
+    pxe_utils.create_ipxe_boot_script()
+    images = boot_images(task)
+    options = pxe_utils.build_pxe_config_options(
+        task, images, ipxe_enabled=True, ramdisk_params=ramdisk_params)
+    if LABEL_MODULES in images:
+        options['bmc_modules_path'] = '/'.join(
+            [CONF.deploy.http_url, node.uuid, LABEL_MODULES])
+    pxe_utils.create_pxe_config(task, options, TEMPLATE, ipxe_enabled=True)
+    pxe_utils.cache_ramdisk_kernel(task, images, ipxe_enabled=True)
+    manager_utils.node_set_boot_device(task, boot_devices.PXE,
+                                       persistent=True)
+
+
+def publish_artifact(task, artifact_path, fmt):
+    """Publish a rootfs artifact for this deploy; returns its URL.
+
+    The artifact is hard-linked (copied across filesystems) into a
+    directory named by a random token, so only the node told the URL can
+    fetch it, and the cache keeps the entry while the link exists.
+    """
+    node = task.node
+    token = secrets.token_urlsafe(24)
+    rel = os.path.join(node.uuid, 'rootfs-' + token)
+    directory = os.path.join(CONF.deploy.http_root, rel)
+    os.makedirs(directory, mode=0o755)
+    name = 'rootfs.' + fmt
+    target = os.path.join(directory, name)
+    try:
+        os.link(artifact_path, target)
+    except OSError:
+        shutil.copyfile(artifact_path, target)
+    os.chmod(target, 0o644)
+    node.set_driver_internal_info(ARTIFACT_DIR_KEY, rel)
+    return '/'.join([CONF.deploy.http_url, rel, name])
+
+
+def unpublish_artifact(task):
+    rel = task.node.del_driver_internal_info(ARTIFACT_DIR_KEY)
+    if rel:
+        shutil.rmtree(os.path.join(CONF.deploy.http_root, rel),
+                      ignore_errors=True)
+
+
+def clean_up(task):
+    """Remove what prepare() and publish_artifact() staged."""
+    unpublish_artifact(task)
+    try:
+        images = boot_images(task)
+    except exception.IronicException as exc:
+        LOG.warning('Cannot determine the boot files of node %(node)s to '
+                    'remove them: %(err)s', {'node': task.node.uuid,
+                                              'err': exc})
+        images = {}
+    pxe_utils.clean_up_pxe_env(task, images, ipxe_enabled=True)

@@ -1,0 +1,327 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ``container`` deploy interface.
+
+Runs a container image on the whole node, its rootfs in RAM.  The deploy
+is a timeline of steps (priority, where it runs):
+
+* 100 ``deploy`` (conductor): resolve the image, stage the boot files,
+  power the node on, build the rootfs artifact while the node boots
+  ("early boot"), publish it; wait for the agent.
+* 80 ``bmc_stage_rootfs`` (agent): fetch the artifact into RAM, verify
+  its digest, mount it with a writable overlay.
+* 70 ``bmc_start_workload`` (agent): start the workload in that root.
+* 10 ``bmc_record_start`` (conductor): the node becomes ACTIVE.
+
+The agent keeps running next to the workload; a periodic task asks it
+for the workload's state.  In ``job`` mode the workload's exit ends the
+run: exit code and output are recorded and the node is powered off.
+"""
+
+import time
+
+from ironic.common import exception
+from ironic.common.i18n import _
+from ironic.common import states
+from ironic.conductor import periodics
+from ironic.conductor import utils as manager_utils
+from ironic.conf import CONF
+from ironic.drivers import base
+from ironic.drivers.modules import agent_base
+from ironic.drivers.modules import agent_client
+from ironic.drivers.modules import deploy_utils
+from oslo_log import log
+
+from ironic_bmc import deploy_info
+from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import rootfs
+from ironic_bmc import protocol
+from ironic_bmc import report as run_report
+
+LOG = log.getLogger(__name__)
+
+#: driver_internal_info key holding what the agent steps need.
+DEPLOY_KEY = 'bmc_deploy'
+#: driver_internal_info key keeping the agent reachable once ACTIVE: Ironic
+#: drops agent_url and the token when a deploy ends, but the agent stays
+#: to watch the workload.  (Masked in the API like every *token* key.)
+AGENT_KEY = 'bmc_agent'
+_AGENT_FIELDS = ('agent_url', 'agent_verify_ca', 'agent_secret_token')
+#: Network interfaces that leave the agent reachable while the workload
+#: runs (no switch to a tenant network).
+SUPPORTED_NETWORKS = ('noop', 'flat')
+
+
+class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
+                      base.DeployInterface):
+    """Run a container image on the whole node from a RAM root."""
+
+    collect_deploy_logs = False
+
+    def get_properties(self):
+        return {
+            'container_kernel_modules': _(
+                'Kernel modules initrd for the deploy kernel. Optional; '
+                'defaults to [container]default_kernel_modules.'),
+        }
+
+    def validate(self, task):
+        """Validate the deploy: instance_info, boot files, network, size.
+
+        :raises: MissingParameterValue, InvalidParameterValue naming the
+            key and the reason.
+        """
+        node = task.node
+        container = deploy_info.parse(node)
+        if node.network_interface not in SUPPORTED_NETWORKS:
+            raise exception.InvalidParameterValue(
+                _('The container deploy interface needs a network interface '
+                  'that keeps the agent reachable (%(ok)s); node %(node)s '
+                  'uses %(net)s') % {'ok': ', '.join(SUPPORTED_NETWORKS),
+                                     'node': node.uuid,
+                                     'net': node.network_interface})
+        task.driver.boot.validate(task)
+        boot_files.validate(task)
+        rootfs.check_known_size(node, container)
+        deploy_utils.validate_capabilities(node)
+
+    def prepare(self, task):
+        node = task.node
+        if node.provision_state == states.DEPLOYING:
+            task.driver.network.validate(task)
+            manager_utils.node_power_action(task, states.POWER_OFF)
+
+    @base.deploy_step(priority=100)
+    def deploy(self, task):
+        """Resolve the image, boot the agent, build the rootfs meanwhile."""
+        node = task.node
+        container = deploy_info.parse(node)
+        report = run_report.new(node, container)
+        images = boot_files.boot_images(task)
+        run_report.update(
+            node, report,
+            kernel=images[boot_files.LABEL_KERNEL][0],
+            ramdisk=images[boot_files.LABEL_RAMDISK][0],
+            kernel_modules=images.get(boot_files.LABEL_MODULES,
+                                      (None,))[0])
+        t_start = time.time()
+        resolved = self._resolve(task, container)
+        run_report.update(node, report, image_digest=resolved.manifest_digest)
+
+        boot_files.prepare(task, deploy_utils.build_agent_options(node))
+        t_on = time.time()
+        manager_utils.node_power_action(task, states.POWER_ON)
+        run_report.add_stage(node, report, protocol.STAGE_POWER_ON, t_on,
+                             time.time())
+        node.save()
+
+        # Early boot: the node boots while the artifact is built.
+        try:
+            artifact = rootfs.prepare(node, container)
+            url = boot_files.publish_artifact(task, artifact.path,
+                                              artifact.format)
+        except Exception as exc:
+            self._fail_before_agent(task, exc)
+        run_report.add_stage(node, report, protocol.STAGE_ARTIFACT_READY,
+                             t_start, time.time())
+        run_report.update(node, report, artifact=artifact.to_dict())
+        node.set_driver_internal_info(DEPLOY_KEY, {
+            'stage_args': {
+                'url': url,
+                'digest': artifact.digest,
+                'format': artifact.format,
+                'size': artifact.size,
+                'rootfs': container.rootfs,
+            },
+            'workload_args': deploy_info.workload_args(container,
+                                                       artifact.config),
+            'powered_on': t_on,
+        })
+        node.save()
+        return states.DEPLOYWAIT
+
+    def _resolve(self, task, container):
+        try:
+            return rootfs.resolve(task.node, container)
+        except Exception as exc:
+            # Nothing is staged or powered yet.
+            raise exception.InstanceDeployFailure(
+                _('Cannot deploy container image %(image)s: %(err)s')
+                % {'image': container.image, 'err': exc})
+
+    def _fail_before_agent(self, task, exc):
+        node = task.node
+        LOG.error('Container deploy of node %(node)s failed before the '
+                  'agent came up: %(err)s', {'node': node.uuid, 'err': exc})
+        manager_utils.node_power_action(task, states.POWER_OFF)
+        raise exception.InstanceDeployFailure(
+            _('Cannot deploy container image %(image)s: %(err)s')
+            % {'image': node.instance_info.get(protocol.II_IMAGE),
+               'err': exc})
+
+    def _execute_in_band(self, task, args):
+        step = dict(task.node.deploy_step, args=args)
+        return agent_base.execute_step(task, step, 'deploy')
+
+    @base.deploy_step(priority=80)
+    def bmc_stage_rootfs(self, task):
+        """Have the agent stage the rootfs artifact in RAM."""
+        node = task.node
+        info = node.driver_internal_info[DEPLOY_KEY]
+        report = run_report.get(node)
+        run_report.add_stage(node, report, protocol.STAGE_AGENT_UP,
+                             info['powered_on'], time.time())
+        node.save()
+        return self._execute_in_band(task, info['stage_args'])
+
+    @base.deploy_step(priority=70)
+    def bmc_start_workload(self, task):
+        """Have the agent start the workload in the staged root."""
+        info = task.node.driver_internal_info[DEPLOY_KEY]
+        return self._execute_in_band(task, info['workload_args'])
+
+    @base.deploy_step(priority=10)
+    def bmc_record_start(self, task):
+        """The workload runs: the node becomes ACTIVE."""
+        node = task.node
+        node.set_driver_internal_info(AGENT_KEY, {
+            k: node.driver_internal_info.get(k) for k in _AGENT_FIELDS})
+        run_report.update(node, run_report.get(node), state='running')
+        node.save()
+
+    # --- watching the workload -------------------------------------------
+
+    @periodics.node_periodic(
+        purpose='watching container workloads',
+        spacing=lambda: CONF.container.workload_poll_interval,
+        filters={'provision_state': states.ACTIVE, 'reserved': False,
+                 'maintenance': False},
+        predicate_extra_fields=['driver_internal_info'],
+        predicate=lambda n: ((n.driver_internal_info.get(
+            run_report.INTERNAL_KEY) or {}).get('state') == 'running'),
+    )
+    def _watch_workload(self, task, manager, context):
+        try:
+            status = self._workload_status(task)
+        except exception.IronicException as exc:
+            LOG.warning('Cannot get the workload state of node %(node)s: '
+                        '%(err)s', {'node': task.node.uuid, 'err': exc})
+            return
+        if status.get('state') == 'running':
+            return
+        task.upgrade_lock()
+        self._record_exit(task, status)
+
+    def _workload_status(self, task):
+        # A copy of the node that knows the agent again; never saved.
+        node = task.node.obj_clone()
+        for key, value in (node.driver_internal_info.get(AGENT_KEY)
+                           or {}).items():
+            if value is not None:
+                node.driver_internal_info[key] = value
+        client = agent_client.get_client(task)
+        step = {'interface': 'deploy',
+                'step': protocol.STEP_WORKLOAD_STATUS, 'args': {}}
+        result = client.execute_deploy_step(step, node, [])
+        deadline = time.monotonic() + 30
+        while result.get('command_status') == 'RUNNING':
+            if time.monotonic() > deadline:
+                raise exception.IronicException(
+                    _('the agent did not answer the workload status within '
+                      '30 seconds'))
+            time.sleep(0.5)
+            commands = client.get_commands_status(node)
+            result = next((c for c in reversed(commands)
+                           if c.get('id') == result.get('id')), result)
+        if result.get('command_status') != 'SUCCEEDED':
+            raise exception.IronicException(
+                agent_client.get_command_error(result))
+        return (result.get('command_result') or {}).get('deploy_result') or {}
+
+    def _record_exit(self, task, status):
+        node = task.node
+        report = run_report.get(node)
+        # The agent times the workload with the node's clock.
+        agent_stages = {s['name']: s for s in status.get('stages') or []}
+        exited = agent_stages.get(protocol.STAGE_WORKLOAD_EXITED)
+        if exited:
+            start, end = exited['start'], exited['end']
+        else:
+            started = {s['name']: s for s in report['stages']}.get(
+                protocol.STAGE_WORKLOAD_STARTED, {})
+            end = time.time()
+            start = started.get('end', end)
+        run_report.add_stage(node, report, protocol.STAGE_WORKLOAD_EXITED,
+                             start, end)
+        run_report.update(node, report, state='exited',
+                          workload_exit_code=status.get('exit_code'),
+                          output_tail=status.get('output_tail', ''))
+        LOG.info('Workload on node %(node)s exited with code %(code)s',
+                 {'node': node.uuid, 'code': status.get('exit_code')})
+        if report['mode'] == protocol.MODE_JOB:
+            t_off = time.time()
+            manager_utils.node_power_action(task, states.POWER_OFF)
+            run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
+                                 t_off, time.time())
+            run_report.update(node, report, state='finished')
+        node.save()
+
+    # --- tear down ---------------------------------------------------------
+
+    def tear_down(self, task):
+        result = super().tear_down(task)
+        report = run_report.get(task.node)
+        if report and report.get('state') in ('running', 'exited'):
+            run_report.update(task.node, report, state='undeployed')
+        return result
+
+    def clean_up(self, task):
+        """Remove staged files, release the cache entry, power off."""
+        node = task.node
+        boot_files.clean_up(task)
+        rootfs.release(node)
+        node.del_driver_internal_info(DEPLOY_KEY)
+        node.del_driver_internal_info(AGENT_KEY)
+        if node.power_state != states.POWER_OFF:
+            manager_utils.node_power_action(task, states.POWER_OFF)
+        task.driver.network.remove_provisioning_network(task)
+        node.save()
+
+    def take_over(self, task):
+        pass
+
+
+@agent_base.post_deploy_step_hook(interface='deploy',
+                                  step=protocol.STEP_STAGE_ROOTFS)
+def _after_stage_rootfs(task, command):
+    node = task.node
+    result = command['command_result'].get('deploy_result') or {}
+    report = run_report.get(node)
+    for stage in result.get('stages', []):
+        run_report.add_stage(node, report, stage['name'], stage['start'],
+                             stage['end'])
+    node.save()
+
+
+@agent_base.post_deploy_step_hook(interface='deploy',
+                                  step=protocol.STEP_START_WORKLOAD)
+def _after_start_workload(task, command):
+    node = task.node
+    result = command['command_result'].get('deploy_result') or {}
+    report = run_report.get(node)
+    started = result.get('started') or time.time()
+    stages = {s['name']: s for s in report['stages']}
+    begin = stages.get(protocol.STAGE_ROOTFS_STAGED, {}).get('end', started)
+    run_report.add_stage(node, report, protocol.STAGE_WORKLOAD_STARTED,
+                         begin, started)
+    node.save()

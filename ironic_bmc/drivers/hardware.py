@@ -1,0 +1,54 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Hardware types that offer the container deploy interface.
+
+Ironic accepts only the exact interface classes a hardware type lists, so
+the ``container`` deploy and vendor interfaces need hardware types of
+their own: ``ipmi`` and ``redfish`` plus these two.
+"""
+
+from ironic.drivers import ipmi
+from ironic.drivers import redfish
+
+from ironic_bmc.drivers import container_deploy
+from ironic_bmc.drivers import vendor
+
+
+class ContainerIPMIHardware(ipmi.IPMIHardware):
+    """IPMI hardware that can run container images from RAM."""
+
+    @property
+    def supported_deploy_interfaces(self):
+        """Container deploy first, then everything ipmi offers."""
+        return ([container_deploy.ContainerDeploy]
+                + super().supported_deploy_interfaces)
+
+    @property
+    def supported_vendor_interfaces(self):
+        """Run reports first, then everything ipmi offers."""
+        return [vendor.ContainerVendor] + super().supported_vendor_interfaces
+
+
+class ContainerRedfishHardware(redfish.RedfishHardware):
+    """Redfish hardware that can run container images from RAM."""
+
+    @property
+    def supported_deploy_interfaces(self):
+        """Container deploy first, then everything redfish offers."""
+        return ([container_deploy.ContainerDeploy]
+                + super().supported_deploy_interfaces)
+
+    @property
+    def supported_vendor_interfaces(self):
+        """Run reports first, then everything redfish offers."""
+        return [vendor.ContainerVendor] + super().supported_vendor_interfaces

@@ -1,0 +1,119 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The conductor's use of the image pipeline: one cache, node limits."""
+
+import functools
+
+from ironic.common import exception
+from ironic.common.i18n import _
+from ironic.conf import CONF
+
+from ironic_bmc.image import cache as artifact_cache
+from ironic_bmc.image import pipeline
+from ironic_bmc.image import reference
+
+MiB = 1024 * 1024
+
+
+@functools.lru_cache(maxsize=None)
+def _cache(cache_dir, size_mb):
+    return artifact_cache.ArtifactCache(cache_dir,
+                                        max_size=(size_mb * MiB) or None)
+
+
+def get_cache():
+    return _cache(CONF.container.image_cache_dir,
+                  CONF.container.image_cache_size_mb)
+
+
+def ram_limit(node):
+    """Bytes of rootfs the node may hold in RAM, or None if unknown."""
+    try:
+        memory_mb = int(node.properties.get('memory_mb') or 0)
+    except (TypeError, ValueError):
+        return None
+    if memory_mb <= 0:
+        return None
+    return int(memory_mb * MiB * CONF.container.max_image_ram_fraction)
+
+
+def _insecure(image_ref):
+    ref = reference.parse(image_ref)
+    return ref.registry in CONF.container.insecure_registries
+
+
+def _compression():
+    value = CONF.container.rootfs_compression
+    return None if value in (None, '', 'none') else value
+
+
+def resolve(node, container):
+    """Resolve the image for the node; refuse one that cannot fit."""
+    resolved, _client = pipeline.resolve(
+        container.image, cpu_arch=node.properties.get('cpu_arch'),
+        pull_secret=container.pull_secret,
+        insecure=_insecure(container.image))
+    limit = ram_limit(node)
+    if limit is not None and resolved.layers_size > limit:
+        raise exception.InvalidParameterValue(
+            _('image %(image)s has %(size)d MiB of compressed layers; node '
+              '%(node)s can hold at most %(limit)d MiB of rootfs in RAM '
+              '(%(frac)s of properties/memory_mb)')
+            % {'image': container.image, 'size': resolved.layers_size // MiB,
+               'node': node.uuid, 'limit': limit // MiB,
+               'frac': CONF.container.max_image_ram_fraction})
+    return resolved
+
+
+def prepare(node, container):
+    """Build (or find) the rootfs artifact, pinned for this node."""
+    return pipeline.prepare_rootfs(
+        container.image, get_cache(),
+        cpu_arch=node.properties.get('cpu_arch'),
+        fmt=CONF.container.rootfs_format, compression=_compression(),
+        pull_secret=container.pull_secret,
+        insecure=_insecure(container.image),
+        max_unpacked_size=ram_limit(node), pin=node.uuid)
+
+
+def release(node):
+    """Unpin every cache entry this node held."""
+    get_cache().unpin_all(node.uuid)
+
+
+def check_known_size(node, container):
+    """At validate time: refuse an image already known to be too large.
+
+    Only a digest reference whose artifact is in the cache has a known
+    size without asking the registry; anything else is checked by the
+    deploy step before the node is powered on.
+    """
+    ref = reference.parse(container.image)
+    limit = ram_limit(node)
+    if not ref.digest or limit is None:
+        return
+    key = artifact_cache.ArtifactCache.make_key(
+        ref.digest, CONF.container.rootfs_format, _compression(),
+        pipeline.BUILDER_VERSION)
+    entry = get_cache().lookup(key, touch=False)
+    if entry is None:
+        return
+    size = entry.meta.get('unpacked_size', 0)
+    if size > limit:
+        raise exception.InvalidParameterValue(
+            _('instance_info/container_image: %(image)s unpacks to %(size)d '
+              'MiB; node %(node)s can hold at most %(limit)d MiB of rootfs '
+              'in RAM (%(frac)s of properties/memory_mb)')
+            % {'image': container.image, 'size': size // MiB,
+               'node': node.uuid, 'limit': limit // MiB,
+               'frac': CONF.container.max_image_ram_fraction})

@@ -1,0 +1,110 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Run reports: one JSON document per deploy.
+
+While a deploy runs its report lives in the node's driver_internal_info
+(so every conductor sees it) and is written to ``[container]report_dir``
+after every change; the file stays after undeploy.
+"""
+
+import json
+import os
+import time
+import uuid
+
+from ironic.conf import CONF
+
+from ironic_bmc import protocol
+
+INTERNAL_KEY = 'bmc_run_report'
+
+
+def new(node, container):
+    return {
+        'version': protocol.REPORT_VERSION,
+        'deploy_id': str(uuid.uuid4()),
+        'node': node.uuid,
+        'node_name': node.name,
+        'image': container.image,
+        'image_digest': None,
+        'rootfs': container.rootfs,
+        'mode': container.mode,
+        'kernel': None,
+        'ramdisk': None,
+        'kernel_modules': None,
+        'artifact': None,
+        'state': 'deploying',
+        'workload_exit_code': None,
+        'output_tail': '',
+        'error': None,
+        'stages': [],
+        'created': round(time.time(), 3),
+    }
+
+
+def get(node):
+    return node.driver_internal_info.get(INTERNAL_KEY)
+
+
+def update(node, report, **fields):
+    """Merge ``fields`` into the report, store it on the node and on disk.
+
+    The caller saves the node.
+    """
+    report.update(fields)
+    node.set_driver_internal_info(INTERNAL_KEY, report)
+    _write(report)
+    return report
+
+
+def add_stage(node, report, name, start, end):
+    report['stages'] = [s for s in report['stages'] if s['name'] != name]
+    report['stages'].append(protocol.stage(name, start, end))
+    report['stages'].sort(key=lambda s: protocol.STAGES.index(s['name']))
+    return update(node, report)
+
+
+def _path(node_uuid, deploy_id):
+    return os.path.join(CONF.container.report_dir, node_uuid,
+                        deploy_id + '.json')
+
+
+def _write(report):
+    path = _path(report['node'], report['deploy_id'])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + '.tmp'
+    with open(tmp, 'w') as f:
+        json.dump(report, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def load(node_uuid, deploy_id=None):
+    """A node's report by deploy id, else its newest; None if none."""
+    directory = os.path.join(CONF.container.report_dir, node_uuid)
+    if deploy_id:
+        candidates = [_path(node_uuid, deploy_id)]
+    else:
+        try:
+            names = [n for n in os.listdir(directory)
+                     if n.endswith('.json')]
+        except FileNotFoundError:
+            return None
+        candidates = sorted((os.path.join(directory, n) for n in names),
+                            key=os.path.getmtime, reverse=True)[:1]
+    for path in candidates:
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+    return None

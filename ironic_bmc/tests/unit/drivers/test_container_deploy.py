@@ -1,0 +1,298 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The container deploy interface, on Ironic's own DB test fixtures."""
+
+import os
+from unittest import mock
+
+from ironic.common import exception
+from ironic.common import states
+from ironic.conductor import task_manager
+from ironic.drivers.modules import agent_base
+from ironic.tests.unit.db import base as db_base
+from ironic.tests.unit.objects import utils as obj_utils
+
+from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import container_deploy
+from ironic_bmc.drivers import rootfs
+from ironic_bmc.image import exceptions as image_exc
+from ironic_bmc.image import pipeline
+from ironic_bmc import report as run_report
+
+IMAGE = '127.0.0.1:5050/bmc/demo:1'
+
+
+class ContainerDeployTestCase(db_base.DbTestCase):
+
+    def _clear_attrs(self):
+        # Ironic's base deletes the test's attributes at cleanup, which
+        # pytest's unittest runner then trips over.
+        pass
+
+    def setUp(self):
+        super().setUp()
+        self.config(enabled_deploy_interfaces=['container', 'fake'])
+        self.config(enabled_boot_interfaces=['ipxe', 'fake'])
+        self.config(enabled_vendor_interfaces=['container', 'fake'])
+        self.config_temp_dir('http_root', group='deploy')
+        self.config(http_url='http://10.0.2.100:8080', group='deploy')
+        self.config(endpoint_override='http://10.0.2.100:6385',
+                    group='service_catalog')
+        self.config_temp_dir('report_dir', group='container')
+        self.config_temp_dir('image_cache_dir', group='container')
+        self.node = obj_utils.create_test_node(
+            self.context, driver='fake-hardware',
+            deploy_interface='container', boot_interface='ipxe',
+            vendor_interface='container', network_interface='noop',
+            provision_state=states.DEPLOYING,
+            target_provision_state=states.ACTIVE,
+            properties={'memory_mb': 2048, 'cpu_arch': 'x86_64'},
+            instance_info={'container_image': IMAGE,
+                           'container_mode': 'job'},
+            driver_info={'deploy_kernel': 'http://h/k',
+                         'deploy_ramdisk': 'http://h/r'})
+        self.artifact = pipeline.RootfsArtifact(
+            path=self._artifact_file(), digest='sha256:' + 'a' * 64,
+            format='erofs', compression=None, size=4096,
+            unpacked_size=8192, manifest_digest='sha256:' + 'b' * 64,
+            image=IMAGE, architecture='amd64',
+            config=pipeline.ImageConfig(cmd=['/demo.sh'],
+                                        env=['PATH=/bin']),
+            cache_key='k', built=True, build_seconds=0.1)
+
+    def _artifact_file(self):
+        path = os.path.join(self.useFixture(
+            __import__('fixtures').TempDir()).path, 'rootfs.erofs')
+        with open(path, 'wb') as f:
+            f.write(b'erofs image')
+        return path
+
+
+@mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                   autospec=True)
+@mock.patch.object(boot_files, 'prepare', autospec=True)
+@mock.patch.object(rootfs, 'prepare', autospec=True)
+@mock.patch.object(rootfs, 'resolve', autospec=True)
+class DeployStepTestCase(ContainerDeployTestCase):
+
+    def test_deploy_boots_and_publishes(self, mock_resolve, mock_prepare,
+                                        mock_boot, mock_power):
+        mock_resolve.return_value = mock.Mock(manifest_digest='sha256:b')
+        mock_prepare.return_value = self.artifact
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            result = task.driver.deploy.deploy(task)
+            self.assertEqual(states.DEPLOYWAIT, result)
+            mock_power.assert_called_once_with(task, states.POWER_ON)
+            info = task.node.driver_internal_info['bmc_deploy']
+            args = info['stage_args']
+            self.assertEqual('sha256:' + 'a' * 64, args['digest'])
+            self.assertEqual('erofs', args['format'])
+            self.assertEqual('ramfs', args['rootfs'])
+            # Published at an unguessable path under the node's directory.
+            prefix = 'http://10.0.2.100:8080/%s/rootfs-' % self.node.uuid
+            self.assertTrue(args['url'].startswith(prefix), args['url'])
+            rel = args['url'][len('http://10.0.2.100:8080/'):]
+            from ironic.conf import CONF
+            self.assertTrue(os.path.exists(
+                os.path.join(CONF.deploy.http_root, rel)))
+            self.assertEqual(['/demo.sh'],
+                             info['workload_args']['command'])
+            self.assertEqual('job', info['workload_args']['mode'])
+            report = run_report.get(task.node)
+            names = [s['name'] for s in report['stages']]
+            self.assertEqual(['artifact-ready', 'power-on'], names)
+            self.assertEqual('sha256:b', report['image_digest'])
+            self.assertEqual('http://h/k', report['kernel'])
+
+    def test_unknown_image_fails_before_anything(self, mock_resolve,
+                                                 mock_prepare, mock_boot,
+                                                 mock_power):
+        mock_resolve.side_effect = image_exc.ImageNotFound(
+            ref=IMAGE, what='tag 1')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            exc = self.assertRaises(exception.InstanceDeployFailure,
+                                    task.driver.deploy.deploy, task)
+        self.assertIn(IMAGE, str(exc))
+        mock_boot.assert_not_called()
+        mock_power.assert_not_called()
+        mock_prepare.assert_not_called()
+
+    def test_bad_layer_after_power_on_powers_off(self, mock_resolve,
+                                                 mock_prepare, mock_boot,
+                                                 mock_power):
+        mock_resolve.return_value = mock.Mock(manifest_digest='sha256:b')
+        mock_prepare.side_effect = image_exc.UnsafeLayer(
+            layer='sha256:c', path='../etc/passwd',
+            reason='path escapes the root')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            exc = self.assertRaises(exception.InstanceDeployFailure,
+                                    task.driver.deploy.deploy, task)
+            self.assertIn('../etc/passwd', str(exc))
+            self.assertEqual([mock.call(task, states.POWER_ON),
+                              mock.call(task, states.POWER_OFF)],
+                             mock_power.call_args_list)
+            self.assertNotIn('bmc_deploy', task.node.driver_internal_info)
+
+
+class InBandStepsTestCase(ContainerDeployTestCase):
+
+    @mock.patch.object(agent_base, 'execute_step', autospec=True)
+    def test_stage_rootfs_sends_args(self, mock_execute):
+        mock_execute.return_value = states.DEPLOYWAIT
+        self.node.deploy_step = {'interface': 'deploy',
+                                 'step': 'bmc_stage_rootfs', 'priority': 80,
+                                 'args': {}}
+        self.node.set_driver_internal_info('bmc_deploy', {
+            'stage_args': {'url': 'u', 'digest': 'd'}, 'powered_on': 1.0})
+        self.node.set_driver_internal_info(
+            run_report.INTERNAL_KEY, {'stages': [], 'node': self.node.uuid,
+                                      'deploy_id': 'x'})
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertEqual(states.DEPLOYWAIT,
+                             task.driver.deploy.bmc_stage_rootfs(task))
+            step = mock_execute.call_args[0][1]
+            self.assertEqual('bmc_stage_rootfs', step['step'])
+            self.assertEqual({'url': 'u', 'digest': 'd'}, step['args'])
+            stages = run_report.get(task.node)['stages']
+            self.assertEqual('agent-up', stages[0]['name'])
+            self.assertEqual(1.0, stages[0]['start'])
+
+    def test_steps_order(self):
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            steps = sorted(task.driver.deploy.get_deploy_steps(task),
+                           key=lambda s: -s['priority'])
+        self.assertEqual(['deploy', 'bmc_stage_rootfs',
+                          'bmc_start_workload', 'bmc_record_start'],
+                         [s['step'] for s in steps])
+
+
+class WatchTestCase(ContainerDeployTestCase):
+
+    def _running(self, mode):
+        report = {'stages': [], 'node': self.node.uuid, 'deploy_id': 'x',
+                  'mode': mode, 'state': 'running'}
+        self.node.provision_state = states.ACTIVE
+        self.node.target_provision_state = None
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
+        self.node.save()
+
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    def test_job_exit_records_and_powers_off(self, mock_power):
+        self._running('job')
+        status = {'state': 'exited', 'exit_code': 3, 'output_tail': 'bye\n',
+                  'stages': [{'name': 'workload-started', 'start': 10.0,
+                              'end': 10.5},
+                             {'name': 'workload-exited', 'start': 10.5,
+                              'end': 20.0}]}
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.driver.deploy._record_exit(task, status)
+            mock_power.assert_called_once_with(task, states.POWER_OFF)
+            report = run_report.get(task.node)
+        self.assertEqual(3, report['workload_exit_code'])
+        self.assertEqual('bye\n', report['output_tail'])
+        self.assertEqual('finished', report['state'])
+        names = [s['name'] for s in report['stages']]
+        self.assertEqual(['workload-exited', 'powered-off'], names[-2:])
+        exited = [s for s in report['stages']
+                  if s['name'] == 'workload-exited'][0]
+        self.assertEqual(20.0, exited['end'])
+        # The report outlives the node's fields: it is on disk.
+        self.assertEqual(report, run_report.load(self.node.uuid))
+
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    def test_service_exit_keeps_power(self, mock_power):
+        self._running('service')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.driver.deploy._record_exit(task, {'state': 'exited',
+                                                   'exit_code': 0})
+        mock_power.assert_not_called()
+
+
+class CleanUpTestCase(ContainerDeployTestCase):
+
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    @mock.patch.object(rootfs, 'release', autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'clean_up_pxe_env',
+                       autospec=True)
+    def test_clean_up_removes_everything(self, mock_pxe, mock_release,
+                                         mock_power):
+        self.node.power_state = states.POWER_ON
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            url = boot_files.publish_artifact(task, self.artifact.path,
+                                              'erofs')
+            from ironic.conf import CONF
+            rel = url[len(CONF.deploy.http_url) + 1:]
+            path = os.path.join(CONF.deploy.http_root, rel)
+            self.assertTrue(os.path.exists(path))
+            task.driver.deploy.clean_up(task)
+            self.assertFalse(os.path.exists(os.path.dirname(path)))
+            mock_release.assert_called_once_with(task.node)
+            mock_power.assert_called_once_with(task, states.POWER_OFF)
+            self.assertEqual({'deploy_kernel', 'deploy_ramdisk'},
+                             set(mock_pxe.call_args[0][1]))
+
+
+class ValidateTestCase(ContainerDeployTestCase):
+
+    def test_neutron_network_refused(self):
+        self.node.network_interface = 'neutron'
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    task.driver.deploy.validate, task)
+        self.assertIn('network interface', str(exc))
+
+    def test_fake_boot_refused(self):
+        self.node.boot_interface = 'fake'
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    boot_files.validate, task)
+        self.assertIn('--boot-interface ipxe', str(exc))
+
+    def test_known_too_large_image_refused(self):
+        self.node.instance_info = {
+            'container_image': 'r/a@sha256:' + 'b' * 64}
+        self.node.save()
+        entry = mock.Mock(meta={'unpacked_size': 2 * 1024 ** 3})
+        with mock.patch.object(rootfs.get_cache(), 'lookup',
+                               return_value=entry):
+            with task_manager.acquire(self.context, self.node.uuid) as task:
+                from ironic_bmc import deploy_info
+                exc = self.assertRaises(
+                    exception.InvalidParameterValue,
+                    rootfs.check_known_size, task.node,
+                    deploy_info.parse(task.node))
+        self.assertIn('instance_info/container_image', str(exc))
+        self.assertIn('2048 MiB', str(exc))
+
+
+class VendorTestCase(ContainerDeployTestCase):
+
+    def test_run_report(self):
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY,
+                                           {'deploy_id': 'x', 'state': 'r'})
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertEqual('r', task.driver.vendor.run_report(task)['state'])
+            self.assertRaises(exception.InvalidParameterValue,
+                              task.driver.vendor.validate, task,
+                              method='run_report', deploy_id='../../etc')
+            self.assertRaises(exception.InvalidParameterValue,
+                              task.driver.vendor.validate, task,
+                              method='other')

@@ -1,0 +1,121 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import types
+
+import pytest
+from ironic.common import exception
+
+from ironic_bmc import deploy_info
+from ironic_bmc.image import pipeline
+
+
+def _node(**ii):
+    return types.SimpleNamespace(instance_info=ii, driver_info={},
+                                 uuid='1be26c0b-03f2-4d2e-ae87-c02d7f33c123')
+
+
+def test_image_required():
+    with pytest.raises(exception.MissingParameterValue,
+                       match='instance_info/container_image is required'):
+        deploy_info.parse(_node())
+
+
+def test_bad_reference_names_key():
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='instance_info/container_image'):
+        deploy_info.parse(_node(container_image='UPPER/Case::x'))
+
+
+def test_defaults():
+    info = deploy_info.parse(_node(container_image='reg:5000/a/b:1'))
+    assert info.rootfs == 'ramfs'
+    assert info.mode == 'service'
+    assert info.command is None
+    assert info.env == {}
+
+
+@pytest.mark.parametrize('rootfs', ['nfs', 'stream'])
+def test_modes_not_built_yet_are_refused(rootfs):
+    with pytest.raises(exception.InvalidParameterValue,
+                       match="container_rootfs: '%s' is not supported yet"
+                       % rootfs):
+        deploy_info.parse(_node(container_image='r/a:1',
+                                container_rootfs=rootfs))
+
+
+def test_unknown_rootfs_and_mode():
+    with pytest.raises(exception.InvalidParameterValue,
+                       match="container_rootfs: unknown value 'disk'"):
+        deploy_info.parse(_node(container_image='r/a:1',
+                                container_rootfs='disk'))
+    with pytest.raises(exception.InvalidParameterValue,
+                       match="container_mode: unknown value 'batch'"):
+        deploy_info.parse(_node(container_image='r/a:1',
+                                container_mode='batch'))
+
+
+def test_command_and_env_from_cli_strings():
+    info = deploy_info.parse(_node(
+        container_image='r/a:1', container_command='["/bin/sh", "-c", "x"]',
+        container_env='{"A": "1", "B": 2}', container_mode='job'))
+    assert info.command == ['/bin/sh', '-c', 'x']
+    assert info.env == {'A': '1', 'B': '2'}
+    assert info.mode == 'job'
+
+
+@pytest.mark.parametrize('value', ['not json', '[]', '[1]', '{"a": 1}',
+                                   '"ls"'])
+def test_bad_command(value):
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='instance_info/container_command'):
+        deploy_info.parse(_node(container_image='r/a:1',
+                                container_command=value))
+
+
+@pytest.mark.parametrize('value', ['[1]', '{"A=B": "1"}', '{"A": null}',
+                                   '{"A": true}'])
+def test_bad_env(value):
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='instance_info/container_env'):
+        deploy_info.parse(_node(container_image='r/a:1',
+                                container_env=value))
+
+
+def test_pull_secret_from_instance_then_driver_info():
+    node = _node(container_image='r/a:1')
+    node.driver_info = {'image_pull_secret': 'admin'}
+    assert deploy_info.parse(node).pull_secret == 'admin'
+    node.instance_info['image_pull_secret'] = 'user'
+    assert deploy_info.parse(node).pull_secret == 'user'
+
+
+def test_workload_args_honour_image_config_and_overrides():
+    config = pipeline.ImageConfig(entrypoint=['/entry'], cmd=['a'],
+                                  env=['PATH=/bin', 'X=image'],
+                                  working_dir='/srv', user='1000:1000')
+    info = deploy_info.parse(_node(container_image='r/a:1',
+                                   container_env={'X': 'user'},
+                                   container_mode='job'))
+    args = deploy_info.workload_args(info, config)
+    assert args == {'command': ['/entry', 'a'],
+                    'env': {'PATH': '/bin', 'X': 'user'},
+                    'workdir': '/srv', 'user': '1000:1000', 'mode': 'job'}
+    info.command = ['/other']
+    assert deploy_info.workload_args(info, config)['command'] == ['/other']
+
+
+def test_workload_args_need_a_command():
+    info = deploy_info.parse(_node(container_image='r/a:1'))
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='neither ENTRYPOINT nor CMD'):
+        deploy_info.workload_args(info, pipeline.ImageConfig())
