@@ -43,7 +43,8 @@ opts = [
                help='Compression inside the artifact: "none", or for '
                     'erofs lz4/lz4hc, for squashfs lz4/gzip/lzo/xz/zstd.'),
     cfg.ListOpt('insecure_registries', default=[],
-                help='Registries (host:port) reached over plain HTTP.'),
+                help='Registries reached over plain HTTP, as host:port, '
+                     'or as host for every port of that host.'),
     cfg.FloatOpt('max_image_ram_fraction', default=0.5, min=0.05, max=0.95,
                  help='Refuse a container image whose unpacked rootfs is '
                       'larger than this fraction of the node\'s '

@@ -48,8 +48,10 @@ def ram_limit(node):
 
 
 def _insecure(image_ref):
-    ref = reference.parse(image_ref)
-    return ref.registry in CONF.container.insecure_registries
+    """Plain HTTP for registries listed by host:port or by host alone."""
+    registry = reference.parse(image_ref).registry
+    allowed = CONF.container.insecure_registries
+    return registry in allowed or registry.rpartition(':')[0] in allowed
 
 
 def _compression():

@@ -76,7 +76,7 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
         'conductor': {
             'automated_clean': 'false',
             'file_url_allowed_paths': settings.images_dir,
-            'deploy_callback_timeout': '600',
+            'deploy_callback_timeout': str(settings.deploy_callback_timeout),
             'sync_power_state_interval': '20',
             'heartbeat_interval': '5',
             'check_provision_state_interval': '10',
@@ -90,7 +90,8 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
         'container': {
             'image_cache_dir': settings.path('ironic', 'container_cache'),
             'report_dir': settings.path('reports'),
-            'insecure_registries': settings.registry_address,
+            # Every registry on loopback (the lab's, and the tests' own).
+            'insecure_registries': '127.0.0.1',
             'default_kernel_modules': 'file://' + settings.path(
                 'images', 'modules-default.cpio.gz'),
             'workload_poll_interval': '3',

@@ -74,6 +74,9 @@ class Settings:
     node_cpus: int = 1
     node_disk_gb: int = 4
     name: str = 'bmc-lab'
+    #: [conductor]deploy_callback_timeout: how long a deploy waits for
+    #: the agent before it fails.
+    deploy_callback_timeout: int = 600
     ports: Ports = dataclasses.field(default_factory=Ports)
     #: MariaDB server of the scaled profile (database created on demand).
     mysql_url: str = 'mysql+pymysql://root@127.0.0.1:3306'

@@ -1,0 +1,102 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Container deploys on a real QEMU node (IPMI, iPXE, the agent ramdisk).
+
+One lab, one node: the demo image runs in job mode from a RAM root and
+the run report comes back through the vendor passthru; then a kernel
+that never calls back is deployed and must time out into DEPLOYFAIL with
+the node powered off.
+"""
+
+import json
+import os
+
+import pytest
+
+from ironic_bmc.lab import agent
+from ironic_bmc.lab import client as lab_client
+from ironic_bmc.lab import container_job
+from ironic_bmc.lab import control
+from ironic_bmc.lab import nodes
+from ironic_bmc.lab import smoke
+from ironic_bmc import protocol
+from ironic_bmc.tests import labfixture
+
+
+@pytest.fixture(scope='module')
+def lab():
+    settings = labfixture.lab_settings_for('e2e', deploy_callback_timeout=150)
+    control.up(settings)
+    agent.ensure(settings)
+    yield settings
+    control.down(settings)
+
+
+def test_job_runs_from_ram_and_reports(lab):
+    image = container_job.push_demo_image(lab)
+    container_job.deploy(lab, image, mode=protocol.MODE_JOB,
+                         extra={'container_env': json.dumps(
+                             {'DEMO_MESSAGE': 'hello-from-e2e'})})
+    report = container_job.wait_report(lab)
+    print(container_job.format_report(report))
+    assert report['workload_exit_code'] == 0
+    assert 'hello-from-e2e' in report['output_tail']
+    # The root the workload saw is the overlay over the RAM image.
+    assert 'root fs:  overlay' in report['output_tail']
+    assert report['image_digest'].startswith('sha256:')
+    assert report['artifact']['format'] == 'erofs'
+    names = [s['name'] for s in report['stages']]
+    for stage in (protocol.STAGE_ARTIFACT_READY, protocol.STAGE_POWER_ON,
+                  protocol.STAGE_AGENT_UP, protocol.STAGE_ROOTFS_STAGED,
+                  protocol.STAGE_WORKLOAD_STARTED,
+                  protocol.STAGE_WORKLOAD_EXITED,
+                  protocol.STAGE_POWERED_OFF):
+        assert stage in names
+    for s in report['stages']:
+        assert s['end'] >= s['start'], s
+    # Job mode: the node is powered off, still ACTIVE until undeployed.
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+    cli = lab_client.get_client(lab)
+    assert cli.node.get(lab.node_name(0)).provision_state == 'active'
+    container_job.undeploy(lab)
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+
+
+def test_kernel_that_never_calls_back_times_out(lab):
+    # The smoke initrd boots but runs no agent: nothing ever calls back.
+    kernel, initrd = smoke.prepare_images(lab)
+    image = container_job.push_demo_image(lab)
+    cli = lab_client.get_client(lab)
+    name = lab.node_name(0)
+    cli.node.update(name, [
+        {'op': 'add', 'path': '/deploy_interface', 'value': 'container'},
+        {'op': 'add', 'path': '/instance_info/container_image',
+         'value': image},
+        {'op': 'add', 'path': '/instance_info/kernel',
+         'value': 'file://' + kernel},
+        {'op': 'add', 'path': '/instance_info/ramdisk',
+         'value': 'file://' + initrd},
+    ])
+    cli.node.set_provision_state(name, 'active')
+    node = lab_client.StateWatcher(cli, name).wait(
+        'deploy failed', 600, fail_states=('active',))
+    assert 'timeout' in node.last_error.lower() or \
+        'timed out' in node.last_error.lower(), node.last_error
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+    staged = [p for p in _listdir(lab.http_root + '/' + node.uuid)
+              if p.startswith('rootfs-')]
+    assert staged == []
+
+
+def _listdir(path):
+    return os.listdir(path) if os.path.isdir(path) else []
