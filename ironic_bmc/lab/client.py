@@ -80,8 +80,11 @@ class StateWatcher:
                 time.sleep(1)
                 continue
             self._record(node)
+            # A failed state keeps its target (e.g. "deploy failed" ->
+            # "active"); a stable state has none.
             if (node.provision_state in states
-                    and node.target_provision_state is None):
+                    and (node.target_provision_state is None
+                         or node.provision_state.endswith('failed'))):
                 return node
             if node.provision_state in fail_states:
                 break
