@@ -45,6 +45,9 @@ STAGE_ROOTFS_ARGSINFO = {
     'rootfs': {'description': 'rootfs mode: %s (default %s)' % (
         ', '.join(protocol.ROOTFS_MODES), protocol.ROOTFS_RAMFS),
         'required': False},
+    'measure_link': {'description': 'first time a plain transfer of the '
+                     'artifact (diagnostic, reported as '
+                     'timings.raw_transfer)', 'required': False},
 }
 
 START_WORKLOAD_ARGSINFO = {
@@ -115,7 +118,8 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
 
     def bmc_stage_rootfs(self, node, ports, url=None, digest=None,
                          format=None, size=None,
-                         rootfs=protocol.ROOTFS_RAMFS, **kwargs):
+                         rootfs=protocol.ROOTFS_RAMFS, measure_link=False,
+                         **kwargs):
         """Download, verify and mount the rootfs (protocol step)."""
         if self.supervisor.status()['state'] == 'running':
             raise errors.DeploymentError(
@@ -128,7 +132,12 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                 LOG.info('Replacing the rootfs staged before (%s)',
                          current.get('digest'))
                 staging.teardown()
-            return staging.Staging().stage(url, digest, format, size, rootfs)
+            raw = staging.measure_raw_transfer(url) if measure_link else None
+            result = staging.Staging().stage(url, digest, format, size,
+                                             rootfs)
+            if raw:
+                result['timings']['raw_transfer'] = raw[0]
+            return result
         except staging.StagingError as exc:
             raise errors.DeploymentError(
                 '%s: %s' % (protocol.STEP_STAGE_ROOTFS, exc)) from exc

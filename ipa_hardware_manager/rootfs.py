@@ -153,6 +153,27 @@ def download(url, dest, expected_hex, size=None):
     return total
 
 
+def measure_raw_transfer(url):
+    """Seconds to fetch ``url`` and throw the bytes away: the link's limit.
+
+    A diagnostic for the run report (``staging.raw_transfer``): what the
+    same bytes cost when nothing but the network and HTTP is involved.
+    """
+    start = time.monotonic()
+    total = 0
+    try:
+        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT) as resp:
+            while True:
+                chunk = resp.read(CHUNK)
+                if not chunk:
+                    break
+                total += len(chunk)
+    except (urllib.error.URLError, OSError) as exc:
+        raise StagingError('raw transfer of %s failed after %d bytes: %s'
+                           % (url, total, exc)) from exc
+    return round(time.monotonic() - start, 3), total
+
+
 class Staging:
     """One staged root and what it took to stage it."""
 

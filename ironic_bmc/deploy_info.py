@@ -21,6 +21,7 @@ import json
 
 from ironic.common import exception
 from ironic.common.i18n import _
+from oslo_utils import strutils
 
 from ironic_bmc import protocol
 from ironic_bmc.image import exceptions as image_exc
@@ -35,6 +36,7 @@ class ContainerInfo:
     command: list = None
     env: dict = dataclasses.field(default_factory=dict)
     pull_secret: str = None
+    measure_link: bool = False
 
 
 def _json_value(key, value, kind):
@@ -127,6 +129,8 @@ def parse(node):
                      protocol.MODE_SERVICE),
         pull_secret=info.get('image_pull_secret')
         or node.driver_info.get('image_pull_secret'),
+        measure_link=strutils.bool_from_string(
+            info.get(protocol.II_MEASURE_LINK, False), strict=False),
     )
     if info.get(protocol.II_COMMAND) is not None:
         result.command = _command(info[protocol.II_COMMAND])

@@ -40,6 +40,8 @@ II_COMMAND = 'container_command'
 II_ENV = 'container_env'
 II_MODE = 'container_mode'
 II_TUNABLES = 'container_tunables'
+#: Diagnostic: the agent first times a plain transfer of the artifact.
+II_MEASURE_LINK = 'container_measure_link'
 
 ROOTFS_RAMFS = 'ramfs'
 ROOTFS_NFS = 'nfs'
@@ -61,7 +63,9 @@ STEP_STAGE_ROOTFS = 'bmc_stage_rootfs'
 
 args: ``url`` (HTTP URL of the artifact), ``digest`` (``sha256:<hex>``),
 ``format`` (one of ARTIFACT_FORMATS), ``size`` (bytes), ``rootfs`` (one of
-ROOTFS_MODES).  Returns ``{"root": <path>, "stages": [...]}``.
+ROOTFS_MODES), ``measure_link`` (bool, diagnostic).  Returns ``{"root":
+<path>, "bytes": int, "timings": {"download", "mount"[, "raw_transfer"]},
+"stages": [...]}`` (seconds).
 """
 
 STEP_START_WORKLOAD = 'bmc_start_workload'

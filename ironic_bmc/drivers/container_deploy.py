@@ -142,6 +142,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
                 'format': artifact.format,
                 'size': artifact.size,
                 'rootfs': container.rootfs,
+                'measure_link': container.measure_link,
             },
             'workload_args': deploy_info.workload_args(container,
                                                        artifact.config),
@@ -310,6 +311,13 @@ def _after_stage_rootfs(task, command):
     for stage in result.get('stages', []):
         run_report.add_stage(node, report, stage['name'], stage['start'],
                              stage['end'])
+    timings = result.get('timings') or {}
+    run_report.update(node, report, staging={
+        'bytes': result.get('bytes'),
+        'download_s': timings.get('download'),
+        'mount_s': timings.get('mount'),
+        'raw_transfer_s': timings.get('raw_transfer'),
+    })
     node.save()
 
 

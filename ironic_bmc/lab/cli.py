@@ -28,6 +28,7 @@ import os
 import sys
 
 from ironic_bmc.lab import agent
+from ironic_bmc.lab import bench
 from ironic_bmc.lab import container_job
 from ironic_bmc.lab import control
 from ironic_bmc.lab import procs
@@ -45,9 +46,11 @@ def _parser():
              '(default: $BMC_LAB_DIR or %(default)s)')
     sub = p.add_subparsers(dest='command', required=True)
     defaults = lab_settings.Ports()
-    for name in ('up', 'demo'):
-        s = sub.add_parser(name, help='bring the lab up' if name == 'up'
-                           else 'bring the lab up and run the main job')
+    for name in ('up', 'demo', 'bench'):
+        s = sub.add_parser(name, help={
+            'up': 'bring the lab up',
+            'demo': 'bring the lab up and run the main job',
+            'bench': 'bring the lab up and run the benchmark'}[name])
         s.add_argument('--profile', choices=lab_settings.PROFILES,
                        default=lab_settings.PROFILE_EMBEDDED,
                        help='embedded: one "ironic" process on sqlite; '
@@ -104,7 +107,7 @@ def _demo(args):
 
 def main(argv=None):
     args = _parser().parse_args(argv)
-    if os.geteuid() != 0 and args.command in ('up', 'demo', 'down'):
+    if os.geteuid() != 0 and args.command in ('up', 'demo', 'bench', 'down'):
         print('bmc-lab needs root (libvirtd and QEMU run as root).',
               file=sys.stderr)
         return 2
@@ -122,6 +125,9 @@ def main(argv=None):
             print(json.dumps(result, sort_keys=True))
         elif args.command == 'demo':
             return _demo(args)
+        elif args.command == 'bench':
+            control.up(_settings_from_args(args))
+            return bench.main(_loaded(args))
     except procs.LabError as exc:
         print('bmc-lab %s: %s' % (args.command, exc), file=sys.stderr)
         return 1
