@@ -59,6 +59,17 @@ opts = [
     cfg.IntOpt('workload_poll_interval', default=10, min=1,
                help='How often (seconds) the conductor asks the agent of '
                     'an ACTIVE node whether its workload still runs.'),
+    cfg.ListOpt('tunables_profile_dirs', default=[],
+                help='Directories of operator tunables profiles (*.conf, '
+                     'tuned-style with [main] include= and [knobs]), '
+                     'searched before the profiles shipped with the '
+                     'plugin.'),
+    cfg.BoolOpt('power_sampling', default=True,
+                help='Sample the node\'s power through its BMC (IPMI DCMI '
+                     'or Redfish) during container runs and report the '
+                     'energy used.'),
+    cfg.FloatOpt('power_sample_period', default=2.0, min=0.2,
+                 help='Seconds between two BMC power readings.'),
     cfg.StrOpt('report_dir', default='$state_path/container_reports',
                help='Directory holding run reports, one JSON file per '
                     'deploy, kept after the node is undeployed.'),

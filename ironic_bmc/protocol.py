@@ -86,6 +86,18 @@ Returns ``{"state": "running"|"exited"|"absent", "exit_code": int|None,
 STEP_STOP_WORKLOAD = 'bmc_stop_workload'
 """Stop the workload (SIGTERM, then SIGKILL after ``grace`` seconds)."""
 
+STEP_APPLY_TUNABLES = 'bmc_apply_tunables'
+"""Apply run-time kernel tunables, check boot-time ones, read all back.
+
+args: ``tunables`` (dict of knobs, see ironic_bmc.tunables.schema).
+Returns ``{"tunables": {knob: {"requested", "previous", "actual", "ok",
+"supported"[, "reason"][, "error"]}}, "stages": [tunables-applied]}``.
+"""
+
+STEP_NOISE_PROBE = 'bmc_noise_probe'
+"""Measure OS noise on CPUs with a fixed-work loop; args ``cpus``,
+``duration``, ``threshold_us``."""
+
 # --- kernel arguments --------------------------------------------------------
 # For initrds that follow the protocol without the agent (minimal busybox
 # initrd).  The IPA-based ramdisk receives the same values as step args.

@@ -111,13 +111,21 @@ def validate(task):
                 % {'key': key, 'href': href, 'err': exc})
 
 
-def prepare(task, ramdisk_params):
-    """Stage the boot files and the iPXE script; set PXE boot."""
+def prepare(task, ramdisk_params, extra_kernel_args=()):
+    """Stage the boot files and the iPXE script; set PXE boot.
+
+    ``extra_kernel_args`` (e.g. boot-time tunables) are appended to the
+    kernel command line.
+    """
     node = task.node
     pxe_utils.create_ipxe_boot_script()
     images = boot_images(task)
     options = pxe_utils.build_pxe_config_options(
         task, images, ipxe_enabled=True, ramdisk_params=ramdisk_params)
+    if extra_kernel_args:
+        options['pxe_append_params'] = ' '.join(
+            [options.get('pxe_append_params') or ''] + list(extra_kernel_args)
+        ).strip()
     if LABEL_MODULES in images:
         options['bmc_modules_path'] = '/'.join(
             [CONF.deploy.http_url, node.uuid, LABEL_MODULES])

@@ -18,6 +18,8 @@ is a timeline of steps (priority, where it runs):
 * 100 ``deploy`` (conductor): resolve the image, stage the boot files,
   power the node on, build the rootfs artifact while the node boots
   ("early boot"), publish it; wait for the agent.
+* 85 ``bmc_apply_tunables`` (agent): apply the run-time kernel tunables,
+  check the boot-time ones, read every one back.
 * 80 ``bmc_stage_rootfs`` (agent): fetch the artifact into RAM, verify
   its digest, mount it with a writable overlay.
 * 70 ``bmc_start_workload`` (agent): start the workload in that root.
@@ -38,13 +40,15 @@ from ironic.conductor import utils as manager_utils
 from ironic.conf import CONF
 from ironic.drivers import base
 from ironic.drivers.modules import agent_base
-from ironic.drivers.modules import agent_client
 from ironic.drivers.modules import deploy_utils
 from oslo_log import log
 
 from ironic_bmc import deploy_info
+from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import rootfs
+from ironic_bmc.drivers import tuning
 from ironic_bmc import protocol
 from ironic_bmc import report as run_report
 
@@ -52,11 +56,15 @@ LOG = log.getLogger(__name__)
 
 #: driver_internal_info key holding what the agent steps need.
 DEPLOY_KEY = 'bmc_deploy'
-#: driver_internal_info key keeping the agent reachable once ACTIVE: Ironic
-#: drops agent_url and the token when a deploy ends, but the agent stays
-#: to watch the workload.  (Masked in the API like every *token* key.)
-AGENT_KEY = 'bmc_agent'
-_AGENT_FIELDS = ('agent_url', 'agent_verify_ca', 'agent_secret_token')
+
+TUNABLES_ARGSINFO = {
+    'tunables': {
+        'description': 'A tunables profile name, or an object of knobs '
+                       '(optionally naming a "profile"), laid over '
+                       'instance_info/container_tunables.',
+        'required': False,
+    },
+}
 #: Network interfaces that leave the agent reachable while the workload
 #: runs (no switch to a tenant network).
 SUPPORTED_NETWORKS = ('noop', 'flat')
@@ -93,6 +101,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         task.driver.boot.validate(task)
         boot_files.validate(task)
         rootfs.check_known_size(node, container)
+        tuning.requested(node)
         deploy_utils.validate_capabilities(node)
 
     def prepare(self, task):
@@ -118,11 +127,17 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         resolved = self._resolve(task, container)
         run_report.update(node, report, image_digest=resolved.manifest_digest)
 
-        boot_files.prepare(task, deploy_utils.build_agent_options(node))
+        knobs = tuning.requested(node)
+        _runtime, kernel_args = tuning.split(knobs)
+        boot_files.prepare(task, deploy_utils.build_agent_options(node),
+                           extra_kernel_args=kernel_args)
         t_on = time.time()
         manager_utils.node_power_action(task, states.POWER_ON)
         run_report.add_stage(node, report, protocol.STAGE_POWER_ON, t_on,
                              time.time())
+        unavailable = energy.start(node)
+        if unavailable:
+            run_report.update(node, report, energy=unavailable)
         node.save()
 
         # Early boot: the node boots while the artifact is built.
@@ -147,6 +162,8 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             'workload_args': deploy_info.workload_args(container,
                                                        artifact.config),
             'powered_on': t_on,
+            'tunables': knobs,
+            'kernel_args': kernel_args,
         })
         node.save()
         return states.DEPLOYWAIT
@@ -164,6 +181,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         node = task.node
         LOG.error('Container deploy of node %(node)s failed before the '
                   'agent came up: %(err)s', {'node': node.uuid, 'err': exc})
+        energy.stop(node)
         manager_utils.node_power_action(task, states.POWER_OFF)
         raise exception.InstanceDeployFailure(
             _('Cannot deploy container image %(image)s: %(err)s')
@@ -174,15 +192,71 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         step = dict(task.node.deploy_step, args=args)
         return agent_base.execute_step(task, step, 'deploy')
 
+    def _agent_up(self, task):
+        """Record agent-up once, at the first step the agent runs."""
+        node = task.node
+        report = run_report.get(node)
+        if not any(s['name'] == protocol.STAGE_AGENT_UP
+                   for s in report['stages']):
+            run_report.add_stage(
+                node, report, protocol.STAGE_AGENT_UP,
+                node.driver_internal_info[DEPLOY_KEY]['powered_on'],
+                time.time())
+            node.save()
+
+    @base.deploy_step(priority=85, argsinfo=TUNABLES_ARGSINFO)
+    def bmc_apply_tunables(self, task, tunables=None):
+        """Have the agent apply (and read back) the kernel tunables.
+
+        Deploy templates select it with arguments, e.g. a flavor trait
+        ``CUSTOM_THP_NEVER`` mapped to ``{"tunables": "thp-never"}``.
+        """
+        self._agent_up(task)
+        node = task.node
+        knobs = tuning.requested(node, step_args=tunables)
+        if not knobs:
+            return None
+        return self._execute_in_band(task, {'tunables': knobs})
+
+    @base.service_step(priority=0, argsinfo=TUNABLES_ARGSINFO,
+                       requires_ramdisk=False)
+    def bmc_set_tunables(self, task, tunables=None):
+        """Change run-time tunables of a running container node."""
+        node = task.node
+        knobs = tuning.runtime_only(
+            tunables, 'service step bmc_set_tunables, argument tunables')
+        if not agent_calls.reachable(node):
+            raise exception.NodeServicingFailure(
+                node=node.uuid,
+                reason=_('the agent next to the workload is not reachable: '
+                         'tunables can change only while the container '
+                         'runs'))
+        try:
+            result = agent_calls.call(task, tuning.STEP,
+                                      {'tunables': knobs})
+        except exception.IronicException as exc:
+            raise exception.NodeServicingFailure(node=node.uuid,
+                                               reason=str(exc))
+        report = run_report.get(node)
+        if report:
+            merged = dict(report.get('tunables') or {})
+            merged.update(result.get('tunables') or {})
+            run_report.update(node, report, tunables=merged)
+            node.save()
+
+    def prepare_service(self, task):
+        """Service a running container node in place: no reboot."""
+        return None
+
+    def tear_down_service(self, task):
+        """The workload and its agent keep running."""
+        return None
+
     @base.deploy_step(priority=80)
     def bmc_stage_rootfs(self, task):
         """Have the agent stage the rootfs artifact in RAM."""
-        node = task.node
-        info = node.driver_internal_info[DEPLOY_KEY]
-        report = run_report.get(node)
-        run_report.add_stage(node, report, protocol.STAGE_AGENT_UP,
-                             info['powered_on'], time.time())
-        node.save()
+        self._agent_up(task)
+        info = task.node.driver_internal_info[DEPLOY_KEY]
         return self._execute_in_band(task, info['stage_args'])
 
     @base.deploy_step(priority=70)
@@ -195,8 +269,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
     def bmc_record_start(self, task):
         """The workload runs: the node becomes ACTIVE."""
         node = task.node
-        node.set_driver_internal_info(AGENT_KEY, {
-            k: node.driver_internal_info.get(k) for k in _AGENT_FIELDS})
+        agent_calls.remember(node)
         run_report.update(node, run_report.get(node), state='running')
         node.save()
 
@@ -224,30 +297,8 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         self._record_exit(task, status)
 
     def _workload_status(self, task):
-        # A copy of the node that knows the agent again; never saved.
-        node = task.node.obj_clone()
-        for key, value in (node.driver_internal_info.get(AGENT_KEY)
-                           or {}).items():
-            if value is not None:
-                node.driver_internal_info[key] = value
-        client = agent_client.get_client(task)
-        step = {'interface': 'deploy',
-                'step': protocol.STEP_WORKLOAD_STATUS, 'args': {}}
-        result = client.execute_deploy_step(step, node, [])
-        deadline = time.monotonic() + 30
-        while result.get('command_status') == 'RUNNING':
-            if time.monotonic() > deadline:
-                raise exception.IronicException(
-                    _('the agent did not answer the workload status within '
-                      '30 seconds'))
-            time.sleep(0.5)
-            commands = client.get_commands_status(node)
-            result = next((c for c in reversed(commands)
-                           if c.get('id') == result.get('id')), result)
-        if result.get('command_status') != 'SUCCEEDED':
-            raise exception.IronicException(
-                agent_client.get_command_error(result))
-        return (result.get('command_result') or {}).get('deploy_result') or {}
+        return agent_calls.call(task, protocol.STEP_WORKLOAD_STATUS,
+                                timeout=30)
 
     def _record_exit(self, task, status):
         node = task.node
@@ -274,16 +325,46 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             manager_utils.node_power_action(task, states.POWER_OFF)
             run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
                                  t_off, time.time())
+            self._finish_energy(node, report, status)
             run_report.update(node, report, state='finished')
         node.save()
+
+    def _finish_energy(self, node, report, status=None):
+        """The energy section, unless the BMC could not give one."""
+        if (report.get('energy') or {}).get('available') is False:
+            energy.stop(node)
+            return
+        stages = {s['name']: s for s in report['stages']}
+        started = stages.get(protocol.STAGE_WORKLOAD_STARTED, {})
+        exited = stages.get(protocol.STAGE_WORKLOAD_EXITED, {})
+        run_report.update(node, report, energy=energy.finish(
+            node, started.get('end'), exited.get('end'),
+            rapl=(status or {}).get('rapl')))
 
     # --- tear down ---------------------------------------------------------
 
     def tear_down(self, task):
+        node = task.node
+        report = run_report.get(node)
+        status = None
+        if report and report.get('state') == 'running':
+            try:
+                status = agent_calls.call(task,
+                                          protocol.STEP_WORKLOAD_STATUS,
+                                          timeout=15)
+            except exception.IronicException as exc:
+                LOG.warning('No final workload state of node %(node)s: '
+                            '%(err)s', {'node': node.uuid, 'err': exc})
+        t_off = time.time()
         result = super().tear_down(task)
-        report = run_report.get(task.node)
         if report and report.get('state') in ('running', 'exited'):
-            run_report.update(task.node, report, state='undeployed')
+            run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
+                                 t_off, time.time())
+            if 'energy' not in report or report['energy'].get('available',
+                                                               True):
+                self._finish_energy(node, report, status)
+            run_report.update(node, report, state='undeployed')
+        energy.stop(node)
         return result
 
     def clean_up(self, task):
@@ -292,7 +373,8 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         boot_files.clean_up(task)
         rootfs.release(node)
         node.del_driver_internal_info(DEPLOY_KEY)
-        node.del_driver_internal_info(AGENT_KEY)
+        agent_calls.forget(node)
+        energy.stop(node)
         if node.power_state != states.POWER_OFF:
             manager_utils.node_power_action(task, states.POWER_OFF)
         task.driver.network.remove_provisioning_network(task)
@@ -300,6 +382,20 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
 
     def take_over(self, task):
         pass
+
+
+@agent_base.post_deploy_step_hook(interface='deploy', step=tuning.STEP)
+def _after_apply_tunables(task, command):
+    node = task.node
+    result = command['command_result'].get('deploy_result') or {}
+    report = run_report.get(node)
+    for stage in result.get('stages', []):
+        run_report.add_stage(node, report, stage['name'], stage['start'],
+                             stage['end'])
+    run_report.update(
+        node, report, tunables=result.get('tunables') or {},
+        kernel_args=node.driver_internal_info[DEPLOY_KEY]['kernel_args'])
+    node.save()
 
 
 @agent_base.post_deploy_step_hook(interface='deploy',

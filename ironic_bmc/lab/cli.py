@@ -59,8 +59,14 @@ def _parser():
         s.add_argument('--nodes', type=int, default=1,
                        help='number of QEMU nodes (default: %(default)s)')
         s.add_argument('--node-memory-mb', type=int, default=2048)
-        for field in ('ironic_api', 'http', 'registry', 'vbmcd',
-                      'ipmi_base'):
+        if name == 'demo':
+            s.add_argument('--tunables', metavar='PROFILE_OR_JSON',
+                           help='kernel tunables for the run: a profile '
+                                'name (e.g. thp-never) or a JSON object '
+                                'of knobs; sets instance_info/'
+                                'container_tunables')
+        for field in ('ironic_api', 'http', 'registry', 'ipmi_base',
+                      'agent_base'):
             s.add_argument('--%s-port' % field.replace('_', '-'), type=int,
                            dest=field, default=getattr(defaults, field),
                            help='127.0.0.1 port (default: %(default)s)')
@@ -75,7 +81,7 @@ def _parser():
 def _settings_from_args(args):
     ports = lab_settings.Ports(
         ironic_api=args.ironic_api, http=args.http, registry=args.registry,
-        vbmcd=args.vbmcd, ipmi_base=args.ipmi_base)
+        ipmi_base=args.ipmi_base, agent_base=args.agent_base)
     return lab_settings.Settings(
         state_dir=args.state_dir, profile=args.profile, nodes=args.nodes,
         node_memory_mb=args.node_memory_mb, ports=ports)
@@ -95,7 +101,11 @@ def _demo(args):
     settings = _loaded(args)
     agent.ensure(settings)
     image = container_job.push_demo_image(settings)
-    container_job.deploy(settings, image, mode=protocol.MODE_JOB)
+    extra = {}
+    if args.tunables:
+        extra[protocol.II_TUNABLES] = args.tunables
+    container_job.deploy(settings, image, mode=protocol.MODE_JOB,
+                         extra=extra)
     report = container_job.wait_report(settings)
     print()
     print(container_job.format_report(report))

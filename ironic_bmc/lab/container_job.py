@@ -18,6 +18,7 @@ pushes it to the lab registry, deploys it in job mode with the
 returns the run report from the vendor passthru.
 """
 
+import json
 import os
 import shutil
 import tempfile
@@ -123,6 +124,11 @@ def undeploy(settings, index=0, timeout=300):
     lab_client.StateWatcher(cli, name).wait('available', timeout)
 
 
+def _short(value):
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 14 else text[:11] + '...'
+
+
 def format_report(report):
     """A readable table of a run report."""
     lines = []
@@ -146,6 +152,35 @@ def format_report(report):
             lines.append('%-20s %9.2f %9.2f %9.2f' % (
                 s['name'], s['start'] - t0, s['end'] - t0,
                 s['end'] - s['start']))
+    tunables = report.get('tunables') or {}
+    if tunables:
+        lines.append('')
+        lines.append('%-20s %-14s %-14s %-14s %s' % (
+            'tunable', 'requested', 'previous', 'actual', 'ok'))
+        for name, t in sorted(tunables.items()):
+            lines.append('%-20s %-14s %-14s %-14s %s%s' % (
+                name, _short(t.get('requested')), _short(t.get('previous')),
+                _short(t.get('actual')), t.get('ok'),
+                '' if t.get('supported', True) else
+                '  (unsupported: %s)' % t.get('reason')))
+    energy = report.get('energy')
+    if energy:
+        lines.append('')
+        if energy.get('available') is False:
+            lines.append('energy               unavailable: %s'
+                         % energy.get('reason'))
+        else:
+            lines.append('energy (%s)  run %.1f J, workload %.1f J, '
+                         '%s samples every %ss' % (
+                             energy.get('method'),
+                             energy.get('bmc_joules_run') or 0,
+                             energy.get('bmc_joules_workload') or 0,
+                             energy.get('bmc_samples'),
+                             energy.get('period_s')))
+        rapl = energy.get('rapl') or {}
+        lines.append('RAPL                 %s' % (
+            '%.1f J' % rapl['joules'] if rapl.get('joules') is not None
+            else 'absent: %s' % rapl.get('reason')))
     if report.get('output_tail'):
         lines.append('')
         lines.append('workload output (tail):')

@@ -23,7 +23,7 @@ from ironic_bmc.lab import settings as lab_settings
 
 #: Runtime state recreated by every ``up`` (logs are kept).
 RUNTIME_DIRS = ('ironic', 'httpboot', 'tftpboot', 'registry', 'nodes',
-                'vbmc', 'etc', 'run')
+                'etc', 'run')
 
 
 def is_up(settings):
@@ -57,9 +57,8 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
     os.makedirs(settings.log_dir, exist_ok=True)
     settings.save()
     try:
-        _say(out, 'Starting libvirt, vbmcd, nginx, docker-registry ...')
+        _say(out, 'Starting libvirt, nginx, docker-registry ...')
         services.start_libvirt(settings)
-        services.start_vbmcd(settings)
         services.start_nginx(settings)
         services.start_registry(settings)
         _say(out, 'Starting Ironic (%s profile) ...' % settings.profile)
@@ -71,7 +70,7 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
             _say(out, 'Creating node %s (IPMI on 127.0.0.1:%d) ...'
                  % (settings.node_name(i), settings.ports.ipmi(i)))
             nodes.define(settings, i)
-            nodes.add_bmc(settings, i)
+            services.start_bmc(settings, i)
             node = nodes.enroll(cli, settings, i, **enroll_interfaces)
             cli.node.set_provision_state(node.uuid, 'manage')
             lab_client.StateWatcher(cli, node.uuid).wait('manageable', 180)
@@ -90,8 +89,6 @@ def down(settings, out=print, purge=False):
     domains = (nodes.defined_lab_domains(loaded)
                if services.libvirt_reachable() else [])
     for name in domains:
-        if procs.running(loaded, 'vbmcd'):
-            services.vbmc(loaded, 'delete', name, check=False)
         nodes.virsh('destroy', name, check=False)
         nodes.virsh('undefine', name, check=False)
     stopped = services.stop_all(loaded)

@@ -27,8 +27,9 @@ exactly virtualbmc's, driving libvirt -- and adds:
   (``40h`` = power measurement active).
 * **DCMI Get Capabilities Info** (cmd 0x01), parameters 1 (supported
   capabilities: chassis power, power management, primary LAN
-  out-of-band) and 3 (optional attributes: power management by the BMC at
-  20h), laid out as ``ipmitool dcmi discover`` 1.8.19 decodes them.
+  out-of-band), 2 (mandatory attributes), 3 (power management by the BMC
+  at 20h), 4 (LAN channel 1) and 5 (rolling average periods), laid out
+  as ``ipmitool dcmi discover`` 1.8.19 decodes them.
 
 Watts model (documented, deterministic, driven by the VM's real CPU use)
 ------------------------------------------------------------------------
@@ -110,6 +111,10 @@ _OFF_STATES = (libvirt.VIR_DOMAIN_NOSTATE, libvirt.VIR_DOMAIN_SHUTOFF,
                libvirt.VIR_DOMAIN_CRASHED)
 
 _UINT16_MAX = 0xFFFF
+
+#: Rolling average periods advertised for mode 02h (bits 7:6 unit:
+#: 00 s, 01 min, 10 h): 5 s, 15 s, 30 s, 1, 5, 15, 30 min, 1 h.
+ROLLING_PERIODS = (0x05, 0x0F, 0x1E, 0x41, 0x45, 0x4F, 0x5E, 0x81)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,7 +278,7 @@ class CpuPowerMeter:
         weighted = 0.0
         span = 0.0
         covered_from = last.t
-        for a, b in zip(samples, samples[1:]):
+        for a, b in zip(samples, samples[1:], strict=False):
             if b.t <= first_t:
                 continue
             w = self.interval_watts(a, b)
@@ -330,8 +335,10 @@ def libvirt_probe(uri, domain_name, clock=time.monotonic):
                 if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
                     return CpuSample(clock(), 0, 0, False)
                 raise
+            t0 = clock()
             info = dom.info()
-            return CpuSample(t=clock(), cpu_ns=int(info[4]),
+            t = (t0 + clock()) / 2.0
+            return CpuSample(t=t, cpu_ns=int(info[4]),
                              vcpus=int(info[3]),
                              running=info[0] not in _OFF_STATES)
         except libvirt.libvirtError:
@@ -418,10 +425,22 @@ class DCMIVirtualBMC(vbmc.VirtualBMC):
             # Mandatory: chassis power (bit 2); optional: power
             # management (bit 0); access: primary LAN out of band (bit 3).
             return CC_OK, header + [0b0100, 0b0001, 0b1000]
+        if selector == 2:
+            # Mandatory attributes: no SEL entries, identification by
+            # GUID, no DCMI temperature sensors.
+            return CC_OK, header + [0x00, 0x00, 0b001, 0x00]
         if selector == 3:
             # Power management by the BMC itself: slave address 20h
             # (0x40 as an 8-bit field), channel 0, device revision 0.
             return CC_OK, header + [0x40, 0x00]
+        if selector == 4:
+            # Primary LAN channel 1; no secondary LAN, no serial channel.
+            return CC_OK, header + [0x01, 0xFF, 0xFF]
+        if selector == 5:
+            # Enhanced system power statistics: the rolling periods a
+            # mode-02h power reading accepts.
+            return CC_OK, header + [len(ROLLING_PERIODS)] + list(
+                ROLLING_PERIODS)
         return CC_PARAMETER_NOT_SUPPORTED, []
 
 

@@ -149,16 +149,6 @@ def define(settings, index):
     virsh('define', xml_path, log_path=log)
 
 
-def add_bmc(settings, index):
-    name = settings.node_name(index)
-    services.vbmc(settings, 'delete', name, check=False)
-    services.vbmc(settings, 'add', name, '--port',
-                  str(settings.ports.ipmi(index)), '--address', '127.0.0.1',
-                  '--username', 'admin', '--password', 'password',
-                  '--libvirt-uri', services.LIBVIRT_URI)
-    services.vbmc(settings, 'start', name)
-
-
 def ipmitool(settings, index, *args):
     return procs.run(
         ['ipmitool', '-I', 'lanplus', '-H', '127.0.0.1', '-p',
@@ -173,6 +163,7 @@ def bmc_power_state(settings, index):
 
 
 def remove(settings, index):
+    services.stop_bmc(settings, index)
     name = settings.node_name(index)
     log = settings.log('virsh.log')
     if domain_exists(name):

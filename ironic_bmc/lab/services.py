@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The lab's services: libvirt, vbmcd, nginx, the registry and Ironic.
+"""The lab's services: libvirt, virtual BMCs, nginx, registry and Ironic.
 
 Each ``start_*`` is idempotent (a running service is left alone) and
 fails with a message that names the log to read.  Every process is
@@ -33,7 +33,7 @@ LIBVIRT_SOCKET = '/run/libvirt/libvirt-sock'
 QEMU_CONF = '/etc/libvirt/qemu.conf'
 
 #: Lab processes in start order; stopped in reverse.
-ORDER = ('virtlogd', 'libvirtd', 'vbmcd', 'nginx', 'registry',
+ORDER = ('virtlogd', 'libvirtd', 'nginx', 'registry',
          'ironic', 'ironic-api', 'ironic-conductor')
 
 
@@ -123,32 +123,35 @@ def start_libvirt(settings):
                          % (LIBVIRT_URI, settings.log('libvirtd.log')))
 
 
-# --- virtualbmc --------------------------------------------------------------
+# --- virtual BMCs (virtualbmc + DCMI) ----------------------------------------
 
-def vbmc_env(settings):
-    return {'VIRTUALBMC_CONFIG': settings.path('etc', 'virtualbmc.conf')}
+def bmc_name(index):
+    return 'bmc-%d' % index
 
 
-def start_vbmcd(settings):
-    if procs.running(settings, 'vbmcd'):
+def start_bmc(settings, index, timeout=30):
+    """One virtual BMC per node: virtualbmc's, answering DCMI power too."""
+    name = bmc_name(index)
+    if procs.running(settings, name):
         return
-    _write(settings.path('etc', 'virtualbmc.conf'),
-           '[default]\nconfig_dir = %s\npid_file = %s\nserver_port = %d\n'
-           '[log]\nlogfile = %s\ndebug = true\n'
-           % (settings.path('vbmc'), settings.path('run', 'vbmcd.master'),
-              settings.ports.vbmcd, settings.log('vbmcd-debug.log')))
-    os.makedirs(settings.path('vbmc'), exist_ok=True)
-    proc = procs.spawn(settings, 'vbmcd', [venv_bin('vbmcd'), '--foreground'],
-                       env=vbmc_env(settings))
-    procs.wait_for_port(settings.ports.vbmcd, 'vbmcd',
-                        settings.log('vbmcd.log'), proc=proc)
+    port = settings.ports.ipmi(index)
+    proc = procs.spawn(settings, name, [
+        sys.executable, '-m', 'ironic_bmc.lab.dcmi_bmc',
+        '--domain', settings.node_name(index), '--port', str(port),
+        '--address', '127.0.0.1', '--username', 'admin',
+        '--password', 'password', '--libvirt-uri', LIBVIRT_URI])
+    deadline = time.monotonic() + timeout
+    while not procs.udp_port_in_use(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise procs.LabError(
+                'the virtual BMC of node %d did not start on UDP '
+                '127.0.0.1:%d; see %s' % (index, port,
+                                          settings.log(name + '.log')))
+        time.sleep(0.2)
 
 
-def vbmc(settings, *args, check=True):
-    return procs.run([venv_bin('vbmc')] + list(args),
-                     'vbmc %s' % ' '.join(args),
-                     log_path=settings.log('vbmc-cli.log'),
-                     env=vbmc_env(settings), check=check)
+def stop_bmc(settings, index):
+    return procs.stop(settings, bmc_name(index))
 
 
 # --- nginx -------------------------------------------------------------------
@@ -304,7 +307,11 @@ def ironic_processes(settings):
 def stop_all(settings):
     """Stop every lab process; returns the names that were running."""
     stopped = []
-    for name in reversed(ORDER):
+    run_dir = settings.path('run')
+    bmcs = sorted(n[:-len('.pid')] for n in (
+        os.listdir(run_dir) if os.path.isdir(run_dir) else ())
+        if n.startswith('bmc-') and n.endswith('.pid'))
+    for name in bmcs + list(reversed(ORDER)):
         if procs.stop(settings, name):
             stopped.append(name)
     return stopped

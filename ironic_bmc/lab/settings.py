@@ -40,7 +40,6 @@ class Ports:
     ironic_api: int = 6385
     http: int = 8080
     registry: int = 5050
-    vbmcd: int = 50891
     ipmi_base: int = 6230
     #: The agent API of node i is forwarded from 127.0.0.1:(agent_base+i).
     agent_base: int = 9900
@@ -57,7 +56,6 @@ class Ports:
             'ironic API': self.ironic_api,
             'nginx (Ironic http_root)': self.http,
             'docker-registry': self.registry,
-            'vbmcd control': self.vbmcd,
         }
         for i in range(nodes):
             names['virtual BMC of node %d (IPMI)' % i] = self.ipmi(i)
@@ -84,6 +82,10 @@ class Settings:
     transport_url: str = 'rabbit://guest:guest@127.0.0.1:5672/'
 
     def __post_init__(self):
+        if isinstance(self.ports, dict):
+            # Settings saved by older versions may name retired ports.
+            self.ports = Ports(**{k: v for k, v in self.ports.items()
+                                  if k in Ports.__dataclass_fields__})
         if self.profile not in PROFILES:
             raise ValueError('unknown lab profile %r; expected one of %s'
                              % (self.profile, ', '.join(PROFILES)))

@@ -20,6 +20,7 @@ the node powered off.
 
 import json
 import os
+import time
 
 import pytest
 
@@ -92,6 +93,11 @@ def test_kernel_that_never_calls_back_times_out(lab):
         'deploy failed', 600, fail_states=('active',))
     assert 'timeout' in node.last_error.lower() or \
         'timed out' in node.last_error.lower(), node.last_error
+    # Ironic moves the node to DEPLOYFAIL, then cleans up (powers off).
+    deadline = time.monotonic() + 120
+    while (cli.node.get(name).power_state != 'power off'
+           and time.monotonic() < deadline):
+        time.sleep(2)
     assert nodes.bmc_power_state(lab, 0) == 'off'
     staged = [p for p in _listdir(lab.http_root + '/' + node.uuid)
               if p.startswith('rootfs-')]

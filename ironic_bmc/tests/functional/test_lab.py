@@ -12,7 +12,7 @@
 
 """The lab's services, for real, without booting nodes.
 
-Real Ironic (both profiles), nginx, docker-registry, vbmcd and libvirtd
+Real Ironic (both profiles), nginx, docker-registry and libvirtd
 are started and stopped; these tests check what an operator relies on:
 idempotent up/down, clear errors, no process left behind.
 """
@@ -63,7 +63,7 @@ def test_up_is_idempotent_and_down_leaves_nothing(lab):
     cli = lab_client.get_client(lab)
     assert 'ipmi' in {d.name for d in cli.driver.list()}
     pids = _pids(lab)
-    assert {'nginx', 'registry', 'vbmcd', 'ironic'} <= set(pids)
+    assert {'nginx', 'registry', 'ironic'} <= set(pids)
 
     messages = []
     assert control.up(lab, out=messages.append) is False

@@ -22,9 +22,11 @@ from ironic.drivers.modules import agent_base
 from ironic.tests.unit.db import base as db_base
 from ironic.tests.unit.objects import utils as obj_utils
 
+from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import container_deploy
 from ironic_bmc.drivers import rootfs
+from ironic_bmc.drivers import tuning
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import pipeline
 from ironic_bmc import report as run_report
@@ -172,8 +174,9 @@ class InBandStepsTestCase(ContainerDeployTestCase):
         with task_manager.acquire(self.context, self.node.uuid) as task:
             steps = sorted(task.driver.deploy.get_deploy_steps(task),
                            key=lambda s: -s['priority'])
-        self.assertEqual(['deploy', 'bmc_stage_rootfs',
-                          'bmc_start_workload', 'bmc_record_start'],
+        self.assertEqual(['deploy', 'bmc_apply_tunables',
+                          'bmc_stage_rootfs', 'bmc_start_workload',
+                          'bmc_record_start'],
                          [s['step'] for s in steps])
 
 
@@ -296,3 +299,83 @@ class VendorTestCase(ContainerDeployTestCase):
             self.assertRaises(exception.InvalidParameterValue,
                               task.driver.vendor.validate, task,
                               method='other')
+
+
+class TunablesTestCase(ContainerDeployTestCase):
+
+    def test_unknown_knob_refused_at_validate(self):
+        self.node.instance_info = dict(self.node.instance_info,
+                                       container_tunables={'thp_enable': 1})
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    tuning.requested, task.node)
+        self.assertIn('instance_info/container_tunables', str(exc))
+        self.assertIn('thp_enable', str(exc))
+
+    def test_unknown_profile_refused(self):
+        self.node.instance_info = dict(self.node.instance_info,
+                                       container_tunables='turbo')
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    tuning.requested, task.node)
+        self.assertIn('turbo', str(exc))
+
+    def test_profile_and_template_args_merge(self):
+        self.node.instance_info = dict(self.node.instance_info,
+                                       container_tunables='thp-always')
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertEqual({'thp': 'always'}, tuning.requested(task.node))
+            knobs = tuning.requested(task.node,
+                                     step_args={'thp': 'never',
+                                                'hugepages': 16})
+        self.assertEqual('never', knobs['thp'])
+        self.assertEqual(16, knobs['hugepages'])
+
+    def test_template_args_found_in_deploy_steps(self):
+        self.node.set_driver_internal_info('deploy_steps', [
+            {'interface': 'deploy', 'step': 'bmc_apply_tunables',
+             'priority': 85, 'args': {'tunables': 'thp-never'}}])
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertEqual({'thp': 'never'}, tuning.requested(task.node))
+
+    def test_boot_time_knobs_become_kernel_args(self):
+        runtime, args = tuning.split({'isolcpus': '1-3', 'thp': 'never'})
+        self.assertEqual({'thp': 'never'}, runtime)
+        self.assertIn('isolcpus=1-3', args)
+
+    def test_service_step_refuses_boot_time_knobs(self):
+        exc = self.assertRaises(exception.InvalidParameterValue,
+                                tuning.runtime_only, {'isolcpus': '1'},
+                                'service step')
+        self.assertIn('isolcpus', str(exc))
+        self.assertIn('need a reboot', str(exc))
+
+    @mock.patch.object(agent_calls, 'call', autospec=True)
+    def test_service_step_applies_on_running_node(self, mock_call):
+        mock_call.return_value = {'tunables': {'thp': {
+            'requested': 'never', 'previous': 'always', 'actual': 'never',
+            'ok': True, 'supported': True}}}
+        self.node.provision_state = states.ACTIVE
+        self.node.set_driver_internal_info(agent_calls.AGENT_KEY,
+                                           {'agent_url': 'https://x:9999'})
+        self.node.set_driver_internal_info(
+            run_report.INTERNAL_KEY, {'node': self.node.uuid,
+                                      'deploy_id': 'x', 'stages': []})
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.driver.deploy.bmc_set_tunables(task,
+                                                tunables='thp-never')
+            mock_call.assert_called_once_with(
+                task, 'bmc_apply_tunables', {'tunables': {'thp': 'never'}})
+            report = run_report.get(task.node)
+        self.assertTrue(report['tunables']['thp']['ok'])
+
+    def test_service_step_needs_running_agent(self):
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertRaises(exception.NodeServicingFailure,
+                              task.driver.deploy.bmc_set_tunables, task,
+                              tunables='thp-never')

@@ -1,0 +1,66 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""BMC power sampling over a container run, and its energy in the report.
+
+Sampling starts at power-on and stops at power-off (job mode) or tear
+down; the report gets the energy of the whole run and of the workload
+window only (firmware, boot and shutdown excluded), with the method,
+sample count and period.  A BMC without power readings leaves the deploy
+alone: the report says why there is no energy.  Samples live in the
+conductor's memory: a conductor restart during a run loses them, and the
+report says so.
+"""
+
+from ironic.conf import CONF
+from oslo_log import log
+
+from ironic_bmc.power import energy
+from ironic_bmc.power import readers
+from ironic_bmc.power import sampler
+
+LOG = log.getLogger(__name__)
+
+
+def start(node):
+    """Start sampling; returns None, or the energy section if impossible."""
+    if not CONF.container.power_sampling:
+        return {'available': False,
+                'reason': '[container]power_sampling is disabled'}
+    try:
+        reader = readers.reader_for_node(node)
+    except readers.PowerReadingUnavailable as exc:
+        return {'available': False, 'reason': str(exc)}
+    sampler.stop(node.uuid)
+    sampler.start(node.uuid, reader, period=CONF.container.power_sample_period)
+    return None
+
+
+def finish(node, workload_start, workload_end, rapl=None):
+    """Stop sampling; the report's energy section."""
+    samples = sampler.stop(node.uuid)
+    if samples is None:
+        section = {'available': False,
+                   'reason': 'no power samples on this conductor (sampling '
+                             'was not started, or the conductor restarted '
+                             'during the run)'}
+    else:
+        section = energy.summarize(samples, workload_start, workload_end)
+    section['rapl'] = rapl or {'available': False,
+                               'reason': 'the agent reported no RAPL data'}
+    if 'rapl_joules_workload' not in section and rapl and rapl.get('joules'):
+        section['rapl_joules_workload'] = rapl['joules']
+    return section
+
+
+def stop(node):
+    sampler.stop(node.uuid)

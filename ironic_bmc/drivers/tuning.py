@@ -1,0 +1,90 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Which kernel tunables a container deploy asks for, and in what form.
+
+Sources, later ones override earlier ones knob by knob:
+
+1. ``instance_info/container_tunables``: a profile name, or a JSON object
+   of knobs that may name a ``"profile"``;
+2. the ``tunables`` argument of the ``bmc_apply_tunables`` deploy step,
+   as a deploy template (selected by a flavor trait) or the user's
+   ``--deploy-steps`` give it.
+
+Boot-time knobs (isolcpus, nohz_full, rcu_nocbs, ``smt: force-off``,
+...) become kernel arguments; the agent gets every knob, applies the
+run-time ones and checks the boot-time ones against /proc/cmdline.
+"""
+
+from ironic.common import exception
+from ironic.common.i18n import _
+from ironic.conf import CONF
+
+from ironic_bmc import protocol
+from ironic_bmc.tunables import profiles
+from ironic_bmc.tunables import schema
+
+STEP = protocol.STEP_APPLY_TUNABLES
+
+
+def _resolve(spec, where):
+    try:
+        return profiles.resolve(spec, CONF.container.tunables_profile_dirs)
+    except schema.TunableError as exc:
+        raise exception.InvalidParameterValue(
+            _('%(where)s: %(err)s') % {'where': where, 'err': exc})
+
+
+def _template_args(node):
+    """Args of our step in this deployment's step list (deploy templates,
+    user deploy steps), if any."""
+    for step in node.driver_internal_info.get('deploy_steps') or []:
+        if step.get('interface') == 'deploy' and step.get('step') == STEP:
+            return (step.get('args') or {}).get('tunables')
+    return None
+
+
+def requested(node, step_args=None):
+    """The validated knobs of this deploy (see the module docstring)."""
+    knobs = _resolve(node.instance_info.get(protocol.II_TUNABLES),
+                     'instance_info/%s' % protocol.II_TUNABLES)
+    extra = step_args if step_args is not None else _template_args(node)
+    if extra:
+        overrides = _resolve(extra, 'deploy step %s, argument tunables'
+                             % STEP)
+        knobs = dict(knobs)
+        for name, value in overrides.items():
+            if isinstance(value, dict) and isinstance(knobs.get(name), dict):
+                knobs[name] = dict(knobs[name], **value)
+            else:
+                knobs[name] = value
+    return knobs
+
+
+def split(knobs):
+    """(run-time knobs for the agent, kernel arguments)."""
+    return schema.split(knobs)
+
+
+def runtime_only(spec, where):
+    """Knobs for a service step on a running node; refuse boot-time ones."""
+    knobs = _resolve(spec, where)
+    runtime, kernel_args = schema.split(knobs)
+    if kernel_args:
+        boot = sorted(set(knobs) - set(runtime))
+        raise exception.InvalidParameterValue(
+            _('%(where)s: %(knobs)s need a reboot (kernel arguments '
+              '%(args)s); ask for them when deploying, not on a running '
+              'node') % {'where': where, 'knobs': ', '.join(boot),
+                                 'args': ' '.join(kernel_args)})
+    return runtime
+
