@@ -139,6 +139,34 @@ def parse(node):
     return result
 
 
+def noise_probe_args(node):
+    """Args of the noise probe asked for by instance_info, or None.
+
+    ``container_noise_probe``: seconds per CPU (1-30), or an object with
+    ``duration``, ``cpus`` and ``threshold_us``.
+    """
+    key = protocol.II_NOISE_PROBE
+    value = node.instance_info.get(key)
+    if value in (None, '', False, 'false', 0, '0'):
+        return None
+    value = _json_value(key, value, 'number or object')
+    args = value if isinstance(value, dict) else {'duration': value}
+    try:
+        duration = float(args.get('duration', 5))
+    except (TypeError, ValueError):
+        duration = -1
+    if not 0 < duration <= 30:
+        raise exception.InvalidParameterValue(
+            _('instance_info/%(key)s: duration must be 1 to 30 seconds, got '
+              '%(value)r') % {'key': key, 'value': args.get('duration')})
+    unknown = set(args) - {'duration', 'cpus', 'threshold_us'}
+    if unknown:
+        raise exception.InvalidParameterValue(
+            _('instance_info/%(key)s: unknown keys %(keys)s') % {
+                'key': key, 'keys': ', '.join(sorted(unknown))})
+    return dict(args, duration=duration)
+
+
 def workload_args(container, image_config):
     """Arguments of the agent's start-workload step.
 

@@ -40,6 +40,8 @@ II_COMMAND = 'container_command'
 II_ENV = 'container_env'
 II_MODE = 'container_mode'
 II_TUNABLES = 'container_tunables'
+#: Run the OS-noise probe before and after the tunables: seconds per run.
+II_NOISE_PROBE = 'container_noise_probe'
 #: Diagnostic: the agent first times a plain transfer of the artifact.
 II_MEASURE_LINK = 'container_measure_link'
 

@@ -102,6 +102,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         boot_files.validate(task)
         rootfs.check_known_size(node, container)
         tuning.requested(node)
+        deploy_info.noise_probe_args(node)
         deploy_utils.validate_capabilities(node)
 
     def prepare(self, task):
@@ -214,9 +215,51 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         self._agent_up(task)
         node = task.node
         knobs = tuning.requested(node, step_args=tunables)
+        self._noise_probe(task, 'before-tunables')
         if not knobs:
             return None
         return self._execute_in_band(task, {'tunables': knobs})
+
+    def _noise_probe(self, task, label, args=None):
+        """Run the agent's OS-noise probe now; keep it in the report."""
+        node = task.node
+        if args is None:
+            args = deploy_info.noise_probe_args(node)
+            if not args:
+                return
+        result = agent_calls.call(task, protocol.STEP_NOISE_PROBE, args,
+                                  timeout=int(args.get('duration', 5)) + 60)
+        report = run_report.get(node)
+        noise = dict(report.get('noise') or {})
+        noise[label] = result
+        run_report.update(node, report, noise=noise)
+        node.save()
+
+    @base.service_step(priority=0, requires_ramdisk=False, argsinfo={
+        'duration': {'description': 'seconds per CPU (default 5, at most '
+                                    '30)', 'required': False},
+        'cpus': {'description': 'cpulist to probe (default: the workload '
+                                'CPUs)', 'required': False},
+        'threshold_us': {'description': 'interruption threshold in '
+                                        'microseconds', 'required': False},
+    })
+    def bmc_noise_probe(self, task, duration=5, cpus=None,
+                        threshold_us=None):
+        """Measure OS noise on a running container node."""
+        if not agent_calls.reachable(task.node):
+            raise exception.NodeServicingFailure(
+                node=task.node.uuid,
+                reason=_('the agent next to the workload is not reachable'))
+        args = {'duration': duration}
+        if cpus is not None:
+            args['cpus'] = cpus
+        if threshold_us is not None:
+            args['threshold_us'] = threshold_us
+        try:
+            self._noise_probe(task, 'service-%d' % int(time.time()), args)
+        except exception.IronicException as exc:
+            raise exception.NodeServicingFailure(node=task.node.uuid,
+                                                 reason=str(exc))
 
     @base.service_step(priority=0, argsinfo=TUNABLES_ARGSINFO,
                        requires_ramdisk=False)
@@ -257,6 +300,8 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         """Have the agent stage the rootfs artifact in RAM."""
         self._agent_up(task)
         info = task.node.driver_internal_info[DEPLOY_KEY]
+        if info.get('tunables'):
+            self._noise_probe(task, 'after-tunables')
         return self._execute_in_band(task, info['stage_args'])
 
     @base.deploy_step(priority=70)

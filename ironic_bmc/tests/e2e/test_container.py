@@ -73,6 +73,36 @@ def test_job_runs_from_ram_and_reports(lab):
     assert nodes.bmc_power_state(lab, 0) == 'off'
 
 
+@pytest.mark.parametrize('profile,expected', [('thp-always', 'always'),
+                                              ('thp-never', 'never')])
+def test_tunables_read_back_and_energy(lab, profile, expected):
+    image = container_job.push_demo_image(lab)
+    command = ['/bin/sh', '-c', 'cat /sys/kernel/mm/transparent_hugepage/'
+               'enabled; sleep 6']
+    container_job.deploy(lab, image, mode=protocol.MODE_JOB, extra={
+        protocol.II_TUNABLES: profile,
+        protocol.II_COMMAND: json.dumps(command)})
+    report = container_job.wait_report(lab)
+    container_job.undeploy(lab)
+    print(container_job.format_report(report))
+    assert report['workload_exit_code'] == 0
+    thp = report['tunables']['thp']
+    assert thp['requested'] == expected
+    assert thp['actual'] == expected and thp['ok'] is True, thp
+    # The workload itself sees the setting: "[never]" or "[always]".
+    assert '[%s]' % expected in report['output_tail']
+    assert protocol.STAGE_TUNABLES_APPLIED in [s['name']
+                                               for s in report['stages']]
+    energy = report['energy']
+    assert energy.get('available', True), energy
+    assert energy['method'] == 'ipmi-dcmi'
+    assert energy['bmc_samples_workload'] >= 1
+    assert 0 < energy['bmc_joules_workload'] < energy['bmc_joules_run']
+    # QEMU nodes have no RAPL; the report says why.
+    assert energy['rapl'].get('available') is False
+    assert energy['rapl']['reason']
+
+
 def test_kernel_that_never_calls_back_times_out(lab):
     # The smoke initrd boots but runs no agent: nothing ever calls back.
     kernel, initrd = smoke.prepare_images(lab)
