@@ -28,6 +28,7 @@ from ironic_python_agent import errors, hardware
 from oslo_log import log
 
 from ipa_hardware_manager import rootfs as staging
+from ipa_hardware_manager import steps_tunables
 from ipa_hardware_manager import workload
 from ironic_bmc import protocol
 
@@ -82,7 +83,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
     """Stage a container rootfs in RAM and run its workload."""
 
     HARDWARE_MANAGER_NAME = 'BmcContainerHardwareManager'
-    HARDWARE_MANAGER_VERSION = '1.0'
+    HARDWARE_MANAGER_VERSION = '1.1'
 
     def __init__(self):
         super().__init__()
@@ -106,6 +107,10 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
             _step(protocol.STEP_START_WORKLOAD, START_WORKLOAD_ARGSINFO),
             _step(protocol.STEP_WORKLOAD_STATUS),
             _step(protocol.STEP_STOP_WORKLOAD, STOP_WORKLOAD_ARGSINFO),
+            _step(protocol.STEP_APPLY_TUNABLES,
+                  steps_tunables.APPLY_TUNABLES_ARGSINFO),
+            _step(protocol.STEP_NOISE_PROBE,
+                  steps_tunables.NOISE_PROBE_ARGSINFO),
         ]
 
     def get_deploy_steps(self, node, ports):
@@ -170,6 +175,23 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         except workload.WorkloadError as exc:
             raise errors.DeploymentError(
                 '%s: %s' % (protocol.STEP_STOP_WORKLOAD, exc)) from exc
+
+    def bmc_apply_tunables(self, node, ports, tunables=None, strict=False,
+                           **kwargs):
+        """Apply run-time tunables, verify boot-time ones (protocol step)."""
+        return steps_tunables.bmc_apply_tunables(node, ports, tunables,
+                                                 strict=strict)
+
+    def bmc_noise_probe(self, node, ports, cpus=None, duration=None,
+                        threshold_us=None, **kwargs):
+        """Measure OS noise on each CPU (protocol step)."""
+        if self.supervisor.status()['state'] == 'running':
+            raise errors.DeploymentError(
+                '%s: a workload is running; the probe would compete with it '
+                'for the CPUs' % protocol.STEP_NOISE_PROBE)
+        return steps_tunables.bmc_noise_probe(
+            node, ports, cpus=cpus, duration=duration,
+            threshold_us=threshold_us)
 
 
 #: Alias for the name the design used first; the class name stays unique.

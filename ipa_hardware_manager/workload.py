@@ -30,6 +30,8 @@ import time
 
 from oslo_log import log
 
+from ipa_hardware_manager import rapl
+from ipa_hardware_manager import tunables
 from ironic_bmc import protocol
 
 LOG = log.getLogger(__name__)
@@ -147,6 +149,7 @@ class Supervisor:
         self.lock = threading.Lock()
         self.proc = None
         self.watcher = None
+        self.meter = None
         self.record = self._load()
 
     # -- persistence -------------------------------------------------------
@@ -197,6 +200,10 @@ class Supervisor:
                         'TERM': 'linux', 'container': 'bmc'}
             full_env.update(env or {})
             cwd = workdir or '/'
+            # The workload CPUs of the low-noise profile (the agent has
+            # confined itself to the housekeeping ones; children inherit
+            # that, so the workload must be given its own).
+            cpus = tunables.workload_cpus()
             if not os.path.isdir(os.path.join(root, cwd.lstrip('/'))):
                 raise WorkloadError('workdir %s does not exist in the image'
                                     % cwd)
@@ -205,6 +212,8 @@ class Supervisor:
                 # Runs in the child between fork and exec: system calls
                 # only.  Order matters: chroot needs root, so it comes
                 # before dropping to the user.
+                if cpus:
+                    os.sched_setaffinity(0, cpus)
                 os.chroot(root)
                 os.chdir(cwd)
                 if uid != 0 or gid != 0:
@@ -225,10 +234,12 @@ class Supervisor:
                     raise WorkloadError('cannot start %s in %s: %s' % (
                         command[0], root, exc)) from exc
             started = time.time()
+            self.meter = rapl.Meter().start()
             self.record = {'pid': self.proc.pid, 'started': started,
                            'ended': None, 'exit_code': None, 'mode': mode,
                            'command': list(command), 'root': root,
-                           'output': output}
+                           'output': output, 'rapl': None,
+                           'cpus': sorted(cpus) if cpus else None}
             self._save()
             proc = self.proc
             self.watcher = threading.Thread(
@@ -241,10 +252,13 @@ class Supervisor:
 
     def _watch(self, proc):
         code = proc.wait()
+        meter = self.meter
+        energy = meter.stop() if meter is not None else None
         with self.lock:
             if self.record and self.record.get('pid') == proc.pid:
                 self.record['exit_code'] = code
                 self.record['ended'] = time.time()
+                self.record['rapl'] = energy
                 self._save()
         LOG.info('Workload pid %d exited with %d', proc.pid, code)
 
@@ -262,6 +276,13 @@ class Supervisor:
                 record['ended'] = time.time()
                 self._save()
             state = 'running' if running else 'exited'
+            if record.get('rapl'):
+                energy = record['rapl']
+            elif self.meter is not None:
+                energy = self.meter.current()
+            else:
+                energy = rapl.absent('the agent restarted during the '
+                                     'workload: its RAPL window is lost')
             stages = []
             started = record['started']
             stages.append(protocol.stage(protocol.STAGE_WORKLOAD_STARTED,
@@ -272,6 +293,7 @@ class Supervisor:
             return {'state': state, 'exit_code': record.get('exit_code'),
                     'output_tail': _tail(record['output']),
                     'pid': record['pid'], 'mode': record.get('mode'),
+                    'cpus': record.get('cpus'), 'rapl': energy,
                     'stages': stages}
 
     def stop(self, grace=DEFAULT_GRACE):

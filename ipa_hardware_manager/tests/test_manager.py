@@ -15,7 +15,7 @@ from unittest import mock
 
 from ironic_python_agent import errors, hardware
 
-from ipa_hardware_manager import manager, rootfs, workload
+from ipa_hardware_manager import manager, rootfs, steps_tunables, workload
 from ironic_bmc import protocol
 
 DIGEST = 'sha256:' + 'a' * 64
@@ -45,7 +45,9 @@ class StepsTest(unittest.TestCase):
         self.assertEqual([protocol.STEP_STAGE_ROOTFS,
                           protocol.STEP_START_WORKLOAD,
                           protocol.STEP_WORKLOAD_STATUS,
-                          protocol.STEP_STOP_WORKLOAD],
+                          protocol.STEP_STOP_WORKLOAD,
+                          protocol.STEP_APPLY_TUNABLES,
+                          protocol.STEP_NOISE_PROBE],
                          [s['step'] for s in steps])
         for step in steps:
             self.assertEqual(0, step['priority'])
@@ -195,3 +197,33 @@ class DispatchTest(unittest.TestCase):
             self.assertEqual({'state': 'absent', 'exit_code': None},
                              hardware.dispatch_to_managers(
                                  protocol.STEP_WORKLOAD_STATUS, NODE, []))
+
+
+class TunablesStepsTest(unittest.TestCase):
+    def setUp(self):
+        self.hwm = manager.BmcContainerHardwareManager()
+
+    @mock.patch.object(steps_tunables, 'bmc_apply_tunables', autospec=True)
+    def test_apply_tunables(self, mock_apply):
+        result = self.hwm.bmc_apply_tunables(NODE, [], tunables={'thp': 'x'},
+                                             strict=True)
+        mock_apply.assert_called_once_with(NODE, [], {'thp': 'x'},
+                                           strict=True)
+        self.assertIs(mock_apply.return_value, result)
+
+    @mock.patch.object(steps_tunables, 'bmc_noise_probe', autospec=True)
+    def test_noise_probe(self, mock_probe):
+        with mock.patch.object(workload.Supervisor, 'status',
+                               return_value={'state': 'exited'}):
+            self.hwm.bmc_noise_probe(NODE, [], cpus='1', duration=2)
+        mock_probe.assert_called_once_with(NODE, [], cpus='1', duration=2,
+                                           threshold_us=None)
+
+    @mock.patch.object(steps_tunables, 'bmc_noise_probe', autospec=True)
+    def test_noise_probe_refused_while_running(self, mock_probe):
+        with mock.patch.object(workload.Supervisor, 'status',
+                               return_value={'state': 'running'}):
+            self.assertRaisesRegex(errors.DeploymentError,
+                                   'bmc_noise_probe: a workload is running',
+                                   self.hwm.bmc_noise_probe, NODE, [])
+        mock_probe.assert_not_called()

@@ -25,6 +25,8 @@ import time
 import unittest
 from unittest import mock
 
+from ipa_hardware_manager import rapl
+from ipa_hardware_manager import tunables
 from ipa_hardware_manager import workload
 from ironic_bmc import protocol
 
@@ -56,6 +58,42 @@ class SupervisorTest(unittest.TestCase):
             os.killpg(rec['pid'], signal.SIGKILL)
         if self.sup.watcher is not None:
             self.sup.watcher.join(10)
+
+    def test_rapl_absent_reason(self):
+        with mock.patch.object(rapl, 'snapshot', autospec=True,
+                               return_value=rapl.absent('no RAPL here')):
+            self.sup.start('/', ['true'])
+            status = _wait_exit(self.sup)
+        self.assertEqual({'state': 'absent', 'reason': 'no RAPL here'},
+                         status['rapl'])
+
+    def test_rapl_energy_of_the_workload_window(self):
+        snaps = iter([100.0, 103.5])
+
+        def snapshot(root='/'):
+            return {'state': 'present', 'time': time.time(),
+                    'monotonic': time.monotonic(), 'zones': {
+                        'intel-rapl:0': {
+                            'name': 'package-0', 'max_energy_range_uj': 10**9,
+                            'energy_uj': int(next(snaps, 103.5) * 1e6)}}}
+        with mock.patch.object(rapl, 'snapshot', side_effect=snapshot):
+            self.sup.start('/', ['true'])
+            self.sup.watcher.join(10)
+            status = self.sup.status()
+        self.assertEqual('measured', status['rapl']['state'])
+        self.assertEqual(3.5, status['rapl']['joules'])
+        self.assertFalse(status['rapl']['running'])
+
+    def test_workload_cpus_from_tunables(self):
+        cpu = max(os.sched_getaffinity(0))
+        with mock.patch.object(tunables, 'workload_cpus', autospec=True,
+                               return_value={cpu}):
+            self.sup.start('/', ['sh', '-c', 'grep Cpus_allowed_list '
+                                 '/proc/self/status'])
+        status = _wait_exit(self.sup)
+        self.assertEqual([cpu], status['cpus'])
+        self.assertEqual('Cpus_allowed_list:\t%d\n' % cpu,
+                         status['output_tail'])
 
     def test_absent(self):
         self.assertEqual({'state': 'absent', 'exit_code': None,

@@ -55,10 +55,19 @@ def finish(node, workload_start, workload_end, rapl=None):
                              'during the run)'}
     else:
         section = energy.summarize(samples, workload_start, workload_end)
-    section['rapl'] = rapl or {'available': False,
-                               'reason': 'the agent reported no RAPL data'}
-    if 'rapl_joules_workload' not in section and rapl and rapl.get('joules'):
-        section['rapl_joules_workload'] = rapl['joules']
+    section['rapl'] = _rapl(rapl)
+    if section['rapl']['available']:
+        section['rapl_joules_workload'] = section['rapl'].get('joules')
+    return section
+
+
+def _rapl(rapl):
+    """The agent's RAPL result, as the report words it."""
+    if not rapl:
+        return {'available': False,
+                'reason': 'the agent reported no RAPL measurement'}
+    section = {k: v for k, v in rapl.items() if k != 'state'}
+    section['available'] = rapl.get('state') == 'measured'
     return section
 
 

@@ -20,6 +20,7 @@ staged for it and the artifact cache untouched.
 """
 
 import os
+import time
 
 import pytest
 from ironicclient.common.apiclient import exceptions as client_exc
@@ -195,3 +196,39 @@ def test_refused_at_validate(lab, node, key, value, expected):
     assert key in str(exc.value)
     assert expected in str(exc.value)
     assert cli.node.get(node.uuid).provision_state == 'available'
+
+
+def test_deploy_template_selects_tunables(lab, node):
+    """A flavor trait selects a tunables profile through a deploy template.
+
+    The deploy cannot finish here (no agent), but the step list Ironic
+    computed for it must carry the template's arguments, which the
+    bmc_apply_tunables step reads.
+    """
+    cli = lab_client.get_client(lab)
+    try:
+        cli.deploy_template.delete('CUSTOM_THP_NEVER')
+    except client_exc.NotFound:
+        pass
+    cli.deploy_template.create(name='CUSTOM_THP_NEVER', steps=[{
+        'interface': 'deploy', 'step': 'bmc_apply_tunables',
+        'args': {'tunables': 'thp-never'}, 'priority': 85}])
+    cli.node.add_trait(node.uuid, 'CUSTOM_THP_NEVER')
+    cli.node.update(node.uuid, [
+        {'op': 'add', 'path': '/instance_info/container_image',
+         'value': lab.demo_image},
+        {'op': 'add', 'path': '/instance_info/traits',
+         'value': ['CUSTOM_THP_NEVER']}])
+    cli.node.set_provision_state(node.uuid, 'active')
+    try:
+        deadline = time.monotonic() + 120
+        while (cli.node.get(node.uuid).provision_state != 'wait call-back'
+               and time.monotonic() < deadline):
+            time.sleep(1)
+        steps = cli.node.get(node.uuid).driver_internal_info['deploy_steps']
+        ours = [s for s in steps if s['step'] == 'bmc_apply_tunables']
+        assert ours and ours[0]['args'] == {'tunables': 'thp-never'}
+    finally:
+        cli.node.set_provision_state(node.uuid, 'deleted')
+        lab_client.StateWatcher(cli, node.uuid).wait('available', 120)
+        cli.deploy_template.delete('CUSTOM_THP_NEVER')
