@@ -48,6 +48,7 @@ from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import rootfs
+from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import tuning
 from ironic_bmc import protocol
 from ironic_bmc import report as run_report
@@ -55,7 +56,7 @@ from ironic_bmc import report as run_report
 LOG = log.getLogger(__name__)
 
 #: driver_internal_info key holding what the agent steps need.
-DEPLOY_KEY = 'bmc_deploy'
+DEPLOY_KEY = step_hooks.DEPLOY_KEY
 
 TUNABLES_ARGSINFO = {
     'tunables': {
@@ -427,50 +428,3 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
 
     def take_over(self, task):
         pass
-
-
-@agent_base.post_deploy_step_hook(interface='deploy', step=tuning.STEP)
-def _after_apply_tunables(task, command):
-    node = task.node
-    result = command['command_result'].get('deploy_result') or {}
-    report = run_report.get(node)
-    for stage in result.get('stages', []):
-        run_report.add_stage(node, report, stage['name'], stage['start'],
-                             stage['end'])
-    run_report.update(
-        node, report, tunables=result.get('tunables') or {},
-        kernel_args=node.driver_internal_info[DEPLOY_KEY]['kernel_args'])
-    node.save()
-
-
-@agent_base.post_deploy_step_hook(interface='deploy',
-                                  step=protocol.STEP_STAGE_ROOTFS)
-def _after_stage_rootfs(task, command):
-    node = task.node
-    result = command['command_result'].get('deploy_result') or {}
-    report = run_report.get(node)
-    for stage in result.get('stages', []):
-        run_report.add_stage(node, report, stage['name'], stage['start'],
-                             stage['end'])
-    timings = result.get('timings') or {}
-    run_report.update(node, report, staging={
-        'bytes': result.get('bytes'),
-        'download_s': timings.get('download'),
-        'mount_s': timings.get('mount'),
-        'raw_transfer_s': timings.get('raw_transfer'),
-    })
-    node.save()
-
-
-@agent_base.post_deploy_step_hook(interface='deploy',
-                                  step=protocol.STEP_START_WORKLOAD)
-def _after_start_workload(task, command):
-    node = task.node
-    result = command['command_result'].get('deploy_result') or {}
-    report = run_report.get(node)
-    started = result.get('started') or time.time()
-    stages = {s['name']: s for s in report['stages']}
-    begin = stages.get(protocol.STAGE_ROOTFS_STAGED, {}).get('end', started)
-    run_report.add_stage(node, report, protocol.STAGE_WORKLOAD_STARTED,
-                         begin, started)
-    node.save()

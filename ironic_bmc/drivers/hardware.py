@@ -24,31 +24,25 @@ from ironic_bmc.drivers import container_deploy
 from ironic_bmc.drivers import vendor
 
 
-class ContainerIPMIHardware(ipmi.IPMIHardware):
+class _ContainerInterfaces:
+    """The container deploy and vendor interfaces, ahead of the base's."""
+
+    @property
+    def supported_deploy_interfaces(self):
+        """Container deploy first, then everything the base type offers."""
+        return ([container_deploy.ContainerDeploy]
+                + super().supported_deploy_interfaces)
+
+    @property
+    def supported_vendor_interfaces(self):
+        """Run reports first, then everything the base type offers."""
+        return [vendor.ContainerVendor] + super().supported_vendor_interfaces
+
+
+class ContainerIPMIHardware(_ContainerInterfaces, ipmi.IPMIHardware):
     """IPMI hardware that can run container images from RAM."""
 
-    @property
-    def supported_deploy_interfaces(self):
-        """Container deploy first, then everything ipmi offers."""
-        return ([container_deploy.ContainerDeploy]
-                + super().supported_deploy_interfaces)
 
-    @property
-    def supported_vendor_interfaces(self):
-        """Run reports first, then everything ipmi offers."""
-        return [vendor.ContainerVendor] + super().supported_vendor_interfaces
-
-
-class ContainerRedfishHardware(redfish.RedfishHardware):
+class ContainerRedfishHardware(_ContainerInterfaces,
+                               redfish.RedfishHardware):
     """Redfish hardware that can run container images from RAM."""
-
-    @property
-    def supported_deploy_interfaces(self):
-        """Container deploy first, then everything redfish offers."""
-        return ([container_deploy.ContainerDeploy]
-                + super().supported_deploy_interfaces)
-
-    @property
-    def supported_vendor_interfaces(self):
-        """Run reports first, then everything redfish offers."""
-        return [vendor.ContainerVendor] + super().supported_vendor_interfaces

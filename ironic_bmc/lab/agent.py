@@ -59,7 +59,9 @@ def ensure(settings, out=print):
     prefix = os.path.join(AGENT_CACHE, 'bmc-agent')
     out('Building the agent ramdisk (cached in %s; the first build takes '
         'a few minutes) ...' % AGENT_CACHE)
-    procs.run(['bash', BUILD_SCRIPT, '-o', prefix], 'agent ramdisk build',
+    procs.run(['bash', BUILD_SCRIPT, '-o', prefix,
+               '-w', os.path.join(AGENT_CACHE, 'build')],
+              'agent ramdisk build',
               log_path=settings.log('agent-build.log'), timeout=1800)
     version, _vmlinuz = smoke.lab_kernel()
     kdir = os.path.join(AGENT_CACHE, 'kernel-' + version)

@@ -49,7 +49,7 @@ def build_demo_tree(path):
         os.makedirs(os.path.join(path, d), exist_ok=True)
     shutil.copy2('/bin/busybox', os.path.join(path, 'bin', 'busybox'))
     for applet in ('sh', 'echo', 'cat', 'uname', 'grep', 'awk', 'tail',
-                   'ls', 'sleep', 'env', 'id'):
+                   'ls', 'sleep', 'env', 'id', 'true'):
         os.symlink('busybox', os.path.join(path, 'bin', applet))
     with open(os.path.join(path, 'etc', 'passwd'), 'w') as f:
         f.write('root:x:0:0:root:/root:/bin/sh\n')

@@ -379,3 +379,18 @@ class TunablesTestCase(ContainerDeployTestCase):
             self.assertRaises(exception.NodeServicingFailure,
                               task.driver.deploy.bmc_set_tunables, task,
                               tunables='thp-never')
+
+
+class HardwareTypesTestCase(ContainerDeployTestCase):
+
+    def test_offer_container_interfaces_first(self):
+        from ironic_bmc.drivers import hardware
+        from ironic_bmc.drivers import vendor
+        for hw in (hardware.ContainerIPMIHardware(),
+                   hardware.ContainerRedfishHardware()):
+            self.assertIs(container_deploy.ContainerDeploy,
+                          hw.supported_deploy_interfaces[0])
+            self.assertIs(vendor.ContainerVendor,
+                          hw.supported_vendor_interfaces[0])
+            # Everything the base type offers stays available.
+            self.assertGreater(len(hw.supported_deploy_interfaces), 3)
