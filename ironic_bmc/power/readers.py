@@ -180,7 +180,19 @@ class IPMIDCMIReader:
                 raise PowerReadingUnavailable(
                     'IPMI session with the BMC at %s failed: %s'
                     % (self.target, _ipmi_error_text(exc)))
-            except (struct.error, IndexError, TypeError) as exc:
+            except TypeError as exc:
+                # pyghmi 1.6.19 can leave a session "logging in again" with
+                # no deadline (Session.logoutexpiry None): every later
+                # command then fails comparing a time with None, and a new
+                # Command would reuse the cached session.  Break it so the
+                # next read logs in afresh.
+                self._drop(broken=True)
+                raise PowerReadingUnavailable(
+                    'IPMI session with the BMC at %s went bad (%s: %s); '
+                    'logging in again' % (self.target, type(exc).__name__,
+                                          exc))
+            except (struct.error, IndexError) as exc:
+                self._drop()
                 raise PowerReadingUnavailable(
                     'the BMC at %s sent a malformed DCMI power reading '
                     '(%s: %s)' % (self.target, type(exc).__name__, exc))
@@ -201,9 +213,13 @@ class IPMIDCMIReader:
             'code 0x%02x: %s)' % (self.target, code, meaning),
             permanent=code in _PERMANENT_CODES)
 
-    def _drop(self):
+    def _drop(self, broken=False):
         cmd, self._cmd = self._cmd, None
         if cmd is None:
+            return
+        if broken:
+            # pyghmi has no public way to discard a cached session.
+            cmd.ipmi_session._mark_broken()
             return
         try:
             cmd.ipmi_session.logout()

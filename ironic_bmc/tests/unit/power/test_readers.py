@@ -49,6 +49,7 @@ def test_no_dcmi_is_permanent_with_a_readable_reason(command_cls):
 def test_other_completion_code_is_transient_and_keeps_the_session(
         command_cls):
     cmd = command_cls.return_value
+    cmd.ipmi_session = mock.Mock()
     cmd.get_system_power_watts.side_effect = [
         pyghmi_exc.IpmiException('Node busy', 0xC0), 99]
     r = _reader()
@@ -312,3 +313,20 @@ def test_reader_for_node_bad_cipher_suite():
         readers.reader_for_node(_node('ipmi', ipmi_address='h',
                                       ipmi_cipher_suite=1))
     assert 'cipher suite 1' in ctx.value.reason
+
+
+def test_stuck_session_is_broken_and_replaced(command_cls):
+    # pyghmi 1.6.19: a session stuck logging in again with no deadline.
+    cmd = command_cls.return_value
+    cmd.ipmi_session = mock.Mock()
+    cmd.get_system_power_watts.side_effect = [
+        TypeError("'<' not supported between instances of 'float' and "
+                  "'NoneType'"), 120]
+    r = _reader()
+    with pytest.raises(readers.PowerReadingUnavailable) as ctx:
+        r.read()
+    assert 'logging in again' in ctx.value.reason
+    assert not ctx.value.permanent
+    cmd.ipmi_session._mark_broken.assert_called_once_with()
+    assert r.read() == 120.0
+    assert command_cls.call_count == 2
