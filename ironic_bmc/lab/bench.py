@@ -125,13 +125,15 @@ def run_direct(settings, kernel, ramdisk, disk_url, disk_sha256, out,
         {'op': 'add', 'path': '/instance_info/image_disk_format',
          'value': 'raw'},
         {'op': 'add', 'path': '/instance_info/root_gb', 'value': 1},
+        {'op': 'add', 'path': '/instance_info/image_download_source',
+         'value': 'local'},
     ]
     cli.node.update(name, patch)
     watcher = lab_client.StateWatcher(cli, name)
     out('Deploying the same content with the direct deploy ...')
     t0 = time.time()
-    cli.node.set_provision_state(name, 'active')
     try:
+        cli.node.set_provision_state(name, 'active')
         watcher.wait('active', timeout)
         elapsed = time.time() - t0
     finally:
@@ -169,21 +171,25 @@ def run(settings, out=print):
         ociimage.Pusher(settings.registry_address).push_image(
             BENCH_REPO, '1', image)
         ref = '%s/%s:1' % (settings.registry_address, BENCH_REPO)
-        # Under file_url_allowed_paths: the conductor caches the image
-        # and serves it to the agent from its HTTP root.
-        disk = os.path.join(settings.images_dir, 'bench-disk.raw')
+        # Served on loopback; with image_download_source=local the
+        # conductor fetches it and serves it to the agent from http_url.
+        disk_dir = os.path.join(settings.http_root, 'bench')
+        os.makedirs(disk_dir, exist_ok=True)
+        disk = os.path.join(disk_dir, 'disk.raw')
         disk_sha = build_disk_image(tree, disk,
                                     int(nbytes * 1.6 / MiB) + 64)
     try:
         _t0, report, t_ready = run_container(settings, ref, out)
         direct_error = None
         try:
-            t_direct = run_direct(settings, files.kernel, combined,
-                                  'file://' + disk, disk_sha, out)
+            t_direct = run_direct(
+                settings, files.kernel, combined,
+                'http://127.0.0.1:%d/bench/disk.raw' % settings.ports.http,
+                disk_sha, out)
         except procs.LabError as exc:
             t_direct, direct_error = None, str(exc).splitlines()[0]
     finally:
-        os.unlink(disk)
+        shutil.rmtree(disk_dir, ignore_errors=True)
     return summarize(report, t_ready, t_direct, direct_error, nfiles,
                      nbytes)
 
