@@ -46,4 +46,9 @@ if ! grep -qE '^seccomp_sandbox = 0' "$conf"; then
 fi
 getent passwd libvirt-qemu >/dev/null || \
     useradd --system --no-create-home libvirt-qemu
+# Lab nodes see the host as 10.0.2.100 (QEMU user-mode networking).  The
+# host itself must never send to that address: anything that tries (for
+# example a conductor checking a URL meant for the nodes) fails here
+# instead of leaving the machine.
+ip route replace blackhole 10.0.2.100/32
 echo "host-setup: ok"
