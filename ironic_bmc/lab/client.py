@@ -81,10 +81,12 @@ class StateWatcher:
                 continue
             self._record(node)
             # A failed state keeps its target (e.g. "deploy failed" ->
-            # "active"); a stable state has none.
+            # "active"); a stable state has none.  Ironic may save a failed
+            # state a moment before its last_error: wait for both.
+            failed = node.provision_state.endswith('failed')
             if (node.provision_state in states
-                    and (node.target_provision_state is None
-                         or node.provision_state.endswith('failed'))):
+                    and (node.target_provision_state is None or failed)
+                    and (not failed or node.last_error)):
                 return node
             if node.provision_state in fail_states:
                 break
