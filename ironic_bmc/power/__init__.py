@@ -13,7 +13,7 @@
 """Whole-node power measured through the BMC, on the conductor side.
 
 * :mod:`.readers` -- one reading in watts from a node's BMC: IPMI DCMI
-  Get Power Reading (pyghmi) or Redfish (sushy); ``reader_for_node``.
+  Get Power Reading (ipmitool) or Redfish (sushy); ``reader_for_node``.
 * :mod:`.sampler` -- polls a reader in a thread per node and keeps the
   (timestamp, watts) samples and named marks (workload start/end).
 * :mod:`.energy` -- integrates samples to joules over the run and over

@@ -19,14 +19,13 @@ human-readable reason; ``permanent`` is True when asking again cannot
 help (the BMC does not implement the reading), so a sampler stops polling.
 """
 
-import struct
+import os
+import re
+import subprocess
 import threading
 
 from oslo_log import log
 from oslo_utils import strutils
-from pyghmi import exceptions as pyghmi_exc
-from pyghmi.ipmi import command as ipmi_command
-from pyghmi.ipmi.private import session as ipmi_session
 import sushy
 from sushy import connector as sushy_connector
 from sushy import exceptions as sushy_exc
@@ -35,19 +34,6 @@ LOG = log.getLogger(__name__)
 
 METHOD_IPMI_DCMI = 'ipmi-dcmi'
 METHOD_REDFISH = 'redfish'
-
-#: IPMI completion codes worth naming in a reason.
-_COMPLETION_CODES = {
-    0xC0: 'node busy',
-    0xC1: 'invalid command',
-    0xC3: 'timeout',
-    0xC9: 'parameter out of range',
-    0xCC: 'invalid data field in request',
-    0xD4: 'insufficient privilege',
-    0xD5: 'command not supported in present state',
-    0xD6: 'command sub-function disabled or unavailable',
-    0xFF: 'unspecified error',
-}
 
 #: Codes after which asking again cannot help.
 _PERMANENT_CODES = (0xC1, 0xD6)
@@ -64,68 +50,27 @@ class PowerReadingUnavailable(Exception):
 
 # --- IPMI DCMI ---------------------------------------------------------------
 #
-# The SHA-1 RAKP workaround (pyghmi 1.6.19).  pyghmi's client opens an
-# RMCP+ session asking for RAKP-HMAC-SHA256 (cipher suite 17) first.
-# pyghmi's own BMC server -- which virtualbmc and our lab's dcmi_bmc are --
-# accepts that open-session request but then answers RAKP2 with a SHA-1
-# HMAC (20 bytes), and the client dies unpacking it as 32 bytes
-# (struct.error) instead of falling back.  The fix is to ask for SHA-1
-# (cipher suite 3: RAKP-HMAC-SHA1, HMAC-SHA1-96, AES-CBC-128) from the
-# start, which pyghmi does when ``Session.attemptedhash == 1``.
-#
-# Cipher suite 3 is also what ipmitool 1.8.19 -- and so Ironic's own
-# ``ipmitool`` power interface -- uses unless ``ipmi_cipher_suite`` says
-# otherwise.  So the workaround is applied *narrowly*: one wrapper of
-# ``Session._open_rmcpplus_request``, installed once, that forces SHA-1
-# only for sessions to the (address, port) pairs a reader registered with
-# cipher suite 3.  Every other pyghmi session in the process keeps
-# pyghmi's default behaviour.
+# Readings go through ipmitool, the tool Ironic's own ipmi hardware type
+# drives: one short-lived RMCP+ session per reading, nothing cached
+# between readings.  pyghmi's client (Command.get_system_power_watts)
+# was tried first; against pyghmi-based BMCs (virtualbmc, the lab's
+# dcmi_bmc) its cached session gets stuck "logging in again" (pyghmi
+# 1.6.19: Session.logoutexpiry None) once the BMC has also served other
+# clients, and every later reading fails.
 
-_SHA1_TARGETS = set()
-_PATCH_LOCK = threading.Lock()
-_original_open_rmcpplus_request = None
-
-#: pyghmi keeps process-global session state and one event loop that any
-#: caller may drive; readers in several sampler threads take turns.
-_PYGHMI_LOCK = threading.RLock()
-
-
-def _open_rmcpplus_request(self):
-    """Session._open_rmcpplus_request, SHA-1 for registered targets."""
-    if (self.bmc, self.port) in _SHA1_TARGETS:
-        self.attemptedhash = 1
-    return _original_open_rmcpplus_request(self)
-
-
-def _install_sha1_rakp_workaround():
-    global _original_open_rmcpplus_request
-    with _PATCH_LOCK:
-        current = ipmi_session.Session._open_rmcpplus_request
-        if current is _open_rmcpplus_request:
-            return
-        _original_open_rmcpplus_request = current
-        ipmi_session.Session._open_rmcpplus_request = _open_rmcpplus_request
-
-
-def _ipmi_error_text(exc):
-    text = str(exc)
-    if text in ('', 'None'):
-        # pyghmi raises IpmiException(None) when its retries run out.
-        return 'no answer (IPMI session timed out)'
-    return text
+_READING = re.compile(r'Instantaneous power reading:\s*(\d+)\s*Watts')
+#: ipmitool's words for "this BMC does not implement the command".
+_NOT_IMPLEMENTED = ('Invalid command', 'Invalid Command',
+                    'not supported', 'Not supported', '(c1)', '(0xc1)')
 
 
 class IPMIDCMIReader:
-    """Watts from DCMI Get Power Reading, over one IPMI session.
-
-    The session is opened on the first read, kept, and reopened on the
-    next read after a session failure.
-    """
+    """Watts from DCMI Get Power Reading, through ipmitool."""
 
     method = METHOD_IPMI_DCMI
 
     def __init__(self, address, port=623, username='', password='',
-                 cipher_suite=3, timeout=None):
+                 cipher_suite=3, timeout=10):
         self.address = address
         self.port = int(port)
         self.username = username or ''
@@ -135,10 +80,6 @@ class IPMIDCMIReader:
             raise ValueError('IPMI cipher suite %s is not supported for '
                              'power readings (use 3 or 17)' % cipher_suite)
         self.timeout = timeout
-        self._cmd = None
-        if self.cipher_suite == 3:
-            _install_sha1_rakp_workaround()
-            _SHA1_TARGETS.add((self.address, self.port))
 
     @property
     def target(self):
@@ -147,92 +88,39 @@ class IPMIDCMIReader:
     def __repr__(self):
         return '<IPMIDCMIReader %s>' % self.target
 
-    def _connect(self):
-        try:
-            return ipmi_command.Command(
-                bmc=self.address, userid=self.username,
-                password=self.password, port=self.port)
-        except pyghmi_exc.IpmiException as exc:
-            raise PowerReadingUnavailable(
-                'cannot open an IPMI session with the BMC at %s: %s'
-                % (self.target, _ipmi_error_text(exc)))
-        except (struct.error, IndexError, ValueError) as exc:
-            raise PowerReadingUnavailable(
-                'IPMI session setup with the BMC at %s failed (%s: %s); '
-                'the BMC may not support IPMI cipher suite %d'
-                % (self.target, type(exc).__name__, exc, self.cipher_suite))
-        except OSError as exc:
-            raise PowerReadingUnavailable(
-                'cannot reach the BMC at %s: %s' % (self.target, exc))
-
     def read(self):
-        with _PYGHMI_LOCK:
-            if self._cmd is None:
-                self._cmd = self._connect()
-            try:
-                return float(self._cmd.get_system_power_watts())
-            except pyghmi_exc.IpmiException as exc:
-                code = getattr(exc, 'ipmicode', 0) or 0
-                if code:
-                    # The BMC answered: the session is fine.
-                    raise self._completion_code_error(code, exc)
-                self._drop()
-                raise PowerReadingUnavailable(
-                    'IPMI session with the BMC at %s failed: %s'
-                    % (self.target, _ipmi_error_text(exc)))
-            except TypeError as exc:
-                # pyghmi 1.6.19 can leave a session "logging in again" with
-                # no deadline (Session.logoutexpiry None): every later
-                # command then fails comparing a time with None, and a new
-                # Command would reuse the cached session.  Break it so the
-                # next read logs in afresh.
-                self._drop(broken=True)
-                raise PowerReadingUnavailable(
-                    'IPMI session with the BMC at %s went bad (%s: %s); '
-                    'logging in again' % (self.target, type(exc).__name__,
-                                          exc))
-            except (struct.error, IndexError) as exc:
-                self._drop()
-                raise PowerReadingUnavailable(
-                    'the BMC at %s sent a malformed DCMI power reading '
-                    '(%s: %s)' % (self.target, type(exc).__name__, exc))
-            except OSError as exc:
-                self._drop()
-                raise PowerReadingUnavailable(
-                    'cannot reach the BMC at %s: %s' % (self.target, exc))
-
-    def _completion_code_error(self, code, exc):
-        meaning = _COMPLETION_CODES.get(code) or str(exc)
-        if code == 0xC1:
-            return PowerReadingUnavailable(
-                'BMC at %s does not implement DCMI Get Power Reading '
-                '(IPMI completion code 0x%02x)' % (self.target, code),
-                permanent=True)
-        return PowerReadingUnavailable(
-            'BMC at %s refused DCMI Get Power Reading (IPMI completion '
-            'code 0x%02x: %s)' % (self.target, code, meaning),
-            permanent=code in _PERMANENT_CODES)
-
-    def _drop(self, broken=False):
-        cmd, self._cmd = self._cmd, None
-        if cmd is None:
-            return
-        if broken:
-            # pyghmi has no public way to discard a cached session.
-            cmd.ipmi_session._mark_broken()
-            return
+        argv = ['ipmitool', '-I', 'lanplus', '-H', self.address,
+                '-p', str(self.port), '-U', self.username, '-E',
+                '-C', str(self.cipher_suite), '-R', '1', '-N', '2',
+                'dcmi', 'power', 'reading']
+        env = dict(os.environ, IPMI_PASSWORD=self.password)
         try:
-            cmd.ipmi_session.logout()
-        except Exception:  # a broken session may fail to log out
-            LOG.debug('IPMI logout from %s failed', self.target,
-                      exc_info=True)
+            res = subprocess.run(argv, capture_output=True, text=True,
+                                 env=env, timeout=self.timeout)
+        except FileNotFoundError:
+            raise PowerReadingUnavailable(
+                'ipmitool is not installed on the conductor', permanent=True)
+        except subprocess.TimeoutExpired:
+            raise PowerReadingUnavailable(
+                'the BMC at %s did not answer a DCMI power reading within '
+                '%ss' % (self.target, self.timeout))
+        output = (res.stdout + res.stderr).strip()
+        match = _READING.search(res.stdout)
+        if res.returncode == 0 and match:
+            return float(match.group(1))
+        if any(word in output for word in _NOT_IMPLEMENTED):
+            raise PowerReadingUnavailable(
+                'BMC at %s does not implement DCMI Get Power Reading (%s)'
+                % (self.target, output.splitlines()[-1] if output
+                   else 'no output'), permanent=True)
+        raise PowerReadingUnavailable(
+            'DCMI power reading from the BMC at %s failed: %s'
+            % (self.target, output.splitlines()[-1] if output
+               else 'ipmitool exited with %d' % res.returncode))
 
     def close(self):
-        with _PYGHMI_LOCK:
-            self._drop()
+        pass
 
-
-# --- Redfish -----------------------------------------------------------------
 
 def _odata_id(doc, key):
     ref = doc.get(key)

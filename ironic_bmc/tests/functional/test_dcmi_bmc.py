@@ -178,7 +178,7 @@ def test_plain_virtualbmc_has_no_dcmi(plain_vbmc):
         reader.close()
     assert ctx.value.reason == (
         'BMC at 127.0.0.1:%d does not implement DCMI Get Power Reading '
-        '(IPMI completion code 0xc1)' % port)
+        '(DCMI request failed because: Invalid command (c1))' % port)
     assert ctx.value.permanent
     res = ipmitool(port, 'dcmi', 'power', 'reading', check=False)
     assert 'Invalid command' in res.stdout + res.stderr

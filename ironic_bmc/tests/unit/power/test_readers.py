@@ -1,21 +1,21 @@
 
 
-import struct
 import types
 from unittest import mock
 
-from pyghmi import exceptions as pyghmi_exc
-from pyghmi.ipmi.private import session as ipmi_session
 import pytest
 
 from ironic_bmc.power import readers
 
 
+def _run(stdout='', stderr='', returncode=0):
+    return mock.Mock(stdout=stdout, stderr=stderr, returncode=returncode)
+
+
 @pytest.fixture
-def command_cls():
-    with mock.patch.object(readers.ipmi_command, 'Command',
-                           autospec=True) as cls:
-        yield cls
+def run():
+    with mock.patch.object(readers.subprocess, 'run', autospec=True) as m:
+        yield m
 
 
 def _reader(port=6230, **kw):
@@ -23,112 +23,71 @@ def _reader(port=6230, **kw):
                                   **kw)
 
 
-def test_ipmi_reading(command_cls):
-    command_cls.return_value.get_system_power_watts.return_value = 170
+READING = """
+    Instantaneous power reading:                   170 Watts
+    Minimum during sampling period:                 90 Watts
+    Maximum during sampling period:                250 Watts
+    Average power reading over sample period:      130 Watts
+    IPMI timestamp:                           Sun Nov 22 12:00:00 2026
+    Sampling period:                          00000060 Seconds.
+    Power reading state is:                   activated
+"""
+
+
+def test_ipmi_reading(run):
+    run.return_value = _run(READING)
     r = _reader()
     assert r.read() == 170.0
-    assert r.read() == 170.0
-    # One session per reader.
-    command_cls.assert_called_once_with(bmc='127.0.0.1', userid='admin',
-                                        password='password', port=6230)
+    argv = run.call_args[0][0]
+    assert argv[:3] == ['ipmitool', '-I', 'lanplus']
+    assert argv[-3:] == ['dcmi', 'power', 'reading']
+    assert ['-H', '127.0.0.1'] == argv[3:5] and '6230' in argv
+    # The password goes through the environment, not the command line.
+    assert 'password' not in argv and '-E' in argv
+    assert run.call_args[1]['env']['IPMI_PASSWORD'] == 'password'
     assert r.method == 'ipmi-dcmi'
 
 
-def test_no_dcmi_is_permanent_with_a_readable_reason(command_cls):
-    command_cls.return_value.get_system_power_watts.side_effect = (
-        pyghmi_exc.IpmiException('Invalid command', 0xC1))
+def test_no_dcmi_is_permanent_with_a_readable_reason(run):
+    run.return_value = _run(
+        stderr='DCMI request failed because: Invalid command (c1)',
+        returncode=1)
     with pytest.raises(readers.PowerReadingUnavailable) as ctx:
         _reader().read()
-    assert ctx.value.reason == (
-        'BMC at 127.0.0.1:6230 does not implement DCMI Get Power Reading '
-        '(IPMI completion code 0xc1)')
     assert ctx.value.permanent
-    assert str(ctx.value) == ctx.value.reason
+    assert ctx.value.reason.startswith(
+        'BMC at 127.0.0.1:6230 does not implement DCMI Get Power Reading')
+    assert 'Invalid command (c1)' in ctx.value.reason
 
 
-def test_other_completion_code_is_transient_and_keeps_the_session(
-        command_cls):
-    cmd = command_cls.return_value
-    cmd.ipmi_session = mock.Mock()
-    cmd.get_system_power_watts.side_effect = [
-        pyghmi_exc.IpmiException('Node busy', 0xC0), 99]
-    r = _reader()
-    with pytest.raises(readers.PowerReadingUnavailable) as ctx:
-        r.read()
-    assert ctx.value.reason == (
-        'BMC at 127.0.0.1:6230 refused DCMI Get Power Reading (IPMI '
-        'completion code 0xc0: node busy)')
-    assert not ctx.value.permanent
-    assert r.read() == 99.0
-    assert command_cls.call_count == 1
-
-
-def test_session_failure_reconnects(command_cls):
-    broken, fresh = mock.Mock(), mock.Mock()
-    broken.get_system_power_watts.side_effect = pyghmi_exc.IpmiException(
-        'Session no longer connected')
-    fresh.get_system_power_watts.return_value = 120
-    command_cls.side_effect = [broken, fresh]
-    r = _reader()
-    with pytest.raises(readers.PowerReadingUnavailable) as ctx:
-        r.read()
-    assert 'Session no longer connected' in ctx.value.reason
-    broken.ipmi_session.logout.assert_called_once_with()
-    assert r.read() == 120.0
-    assert command_cls.call_count == 2
-
-
-def test_connect_timeout_reason(command_cls):
-    command_cls.side_effect = pyghmi_exc.IpmiException(None)
+def test_session_failure_is_transient(run):
+    run.return_value = _run(
+        stderr='Error: Unable to establish IPMI v2 / RMCP+ session',
+        returncode=1)
     with pytest.raises(readers.PowerReadingUnavailable) as ctx:
         _reader().read()
-    assert ctx.value.reason == (
-        'cannot open an IPMI session with the BMC at 127.0.0.1:6230: no '
-        'answer (IPMI session timed out)')
     assert not ctx.value.permanent
+    assert 'RMCP+ session' in ctx.value.reason
 
 
-def test_rakp_mismatch_reason(command_cls):
-    command_cls.side_effect = struct.error('pack expected 32 items')
-    with pytest.raises(readers.PowerReadingUnavailable) as ctx:
-        _reader(port=6231, cipher_suite=17).read()
-    assert 'may not support IPMI cipher suite 17' in ctx.value.reason
-
-
-def test_malformed_reply(command_cls):
-    command_cls.return_value.get_system_power_watts.side_effect = (
-        struct.error('unpack requires a buffer of 2 bytes'))
+def test_timeout_is_transient(run):
+    run.side_effect = readers.subprocess.TimeoutExpired('ipmitool', 10)
     with pytest.raises(readers.PowerReadingUnavailable) as ctx:
         _reader().read()
-    assert 'malformed DCMI power reading' in ctx.value.reason
+    assert not ctx.value.permanent
+    assert 'within 10s' in ctx.value.reason
+
+
+def test_missing_ipmitool_is_permanent(run):
+    run.side_effect = FileNotFoundError('ipmitool')
+    with pytest.raises(readers.PowerReadingUnavailable) as ctx:
+        _reader().read()
+    assert ctx.value.permanent
 
 
 def test_unsupported_cipher_suite():
-    with pytest.raises(ValueError, match='cipher suite 1 '):
-        readers.IPMIDCMIReader('127.0.0.1', cipher_suite=1)
-
-
-def test_sha1_workaround_applies_only_to_registered_targets(monkeypatch):
-    opened = []
-    monkeypatch.setattr(readers, '_original_open_rmcpplus_request',
-                        lambda s: opened.append(s.attemptedhash))
-    readers.IPMIDCMIReader('192.0.2.10', 7001, cipher_suite=3)
-    readers.IPMIDCMIReader('192.0.2.10', 7002, cipher_suite=17)
-    assert (ipmi_session.Session._open_rmcpplus_request
-            is readers._open_rmcpplus_request)
-    for port in (7001, 7002, 7003):
-        fake = types.SimpleNamespace(bmc='192.0.2.10', port=port,
-                                     attemptedhash=256)
-        ipmi_session.Session._open_rmcpplus_request(fake)
-    assert opened == [1, 256, 256]
-
-
-def test_workaround_is_installed_once():
-    readers.IPMIDCMIReader('192.0.2.11', 7001)
-    original = readers._original_open_rmcpplus_request
-    readers._install_sha1_rakp_workaround()
-    assert readers._original_open_rmcpplus_request is original
-    assert original is not readers._open_rmcpplus_request
+    with pytest.raises(ValueError):
+        _reader(cipher_suite=1)
 
 
 # --- Redfish -------------------------------------------------------------
@@ -314,19 +273,3 @@ def test_reader_for_node_bad_cipher_suite():
                                       ipmi_cipher_suite=1))
     assert 'cipher suite 1' in ctx.value.reason
 
-
-def test_stuck_session_is_broken_and_replaced(command_cls):
-    # pyghmi 1.6.19: a session stuck logging in again with no deadline.
-    cmd = command_cls.return_value
-    cmd.ipmi_session = mock.Mock()
-    cmd.get_system_power_watts.side_effect = [
-        TypeError("'<' not supported between instances of 'float' and "
-                  "'NoneType'"), 120]
-    r = _reader()
-    with pytest.raises(readers.PowerReadingUnavailable) as ctx:
-        r.read()
-    assert 'logging in again' in ctx.value.reason
-    assert not ctx.value.permanent
-    cmd.ipmi_session._mark_broken.assert_called_once_with()
-    assert r.read() == 120.0
-    assert command_cls.call_count == 2
