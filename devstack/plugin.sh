@@ -42,5 +42,9 @@ if is_service_enabled ir-cond; then
     elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
         echo_summary "Configuring ironic-bmc"
         configure_ironic_bmc
+    elif [[ "$1" == "stack" && "$2" == "test-config" ]]; then
+        if is_service_enabled tempest; then
+            iniset "$TEMPEST_CONFIG" baremetal_container enabled True
+        fi
     fi
 fi
