@@ -84,6 +84,8 @@ class StateWatcher:
             # "active"); a stable state has none.  Ironic may save a failed
             # state a moment before its last_error: wait for both.
             failed = node.provision_state.endswith('failed')
+            if failed and node.provision_state in states:
+                node.last_error = self.error_of(node)
             if (node.provision_state in states
                     and (node.target_provision_state is None or failed)
                     and (not failed or node.last_error)):
@@ -95,6 +97,23 @@ class StateWatcher:
             'node %s did not reach %s; last_error: %s\n%s'
             % (self.node_ident, '/'.join(states),
                node.last_error if node else 'n/a', self.describe()))
+
+    def error_of(self, node):
+        """The node's last_error, else the newest error in its history.
+
+        With node history on (the default), Ironic clears last_error at
+        the next power state sync; the error stays in the history.
+        """
+        if node.last_error:
+            return node.last_error
+        try:
+            events = self.cli.node.get_history_list(self.node_ident,
+                                                    detail=True)
+        except Exception:  # noqa: BLE001 - the caller polls again
+            return None
+        errors = sorted((e for e in events if e.get('severity') == 'ERROR'),
+                        key=lambda e: e.get('created_at') or '')
+        return errors[-1].get('event') if errors else None
 
     def describe(self):
         lines = ['provision-state transitions (time, state, target, power):']
