@@ -61,12 +61,7 @@ def requested(node, step_args=None):
     if extra:
         overrides = _resolve(extra, 'deploy step %s, argument tunables'
                              % STEP)
-        knobs = dict(knobs)
-        for name, value in overrides.items():
-            if isinstance(value, dict) and isinstance(knobs.get(name), dict):
-                knobs[name] = dict(knobs[name], **value)
-            else:
-                knobs[name] = value
+        knobs = profiles.merge(knobs, overrides)
     return knobs
 
 
