@@ -288,6 +288,19 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             run_report.update(node, report, tunables=merged)
             node.save()
 
+    def get_service_steps(self, task):
+        """This interface's own service steps (not the agent's).
+
+        They run in the conductor and call the agent next to the workload
+        themselves; ``AgentBaseMixin`` would offer the agent's cached
+        service steps instead and hand every step to the agent.
+        """
+        return base.DeployInterface.get_service_steps(self, task)
+
+    def execute_service_step(self, task, step):
+        """Run one of this interface's service steps, synchronously."""
+        return base.DeployInterface.execute_service_step(self, task, step)
+
     def prepare_service(self, task):
         """Service a running container node in place: no reboot."""
         return None

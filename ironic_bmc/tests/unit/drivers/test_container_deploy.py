@@ -367,8 +367,15 @@ class TunablesTestCase(ContainerDeployTestCase):
                                       'deploy_id': 'x', 'stages': []})
         self.node.save()
         with task_manager.acquire(self.context, self.node.uuid) as task:
-            task.driver.deploy.bmc_set_tunables(task,
-                                                tunables='thp-never')
+            # Through Ironic's dispatch, as servicing calls it: the step
+            # runs here, not handed to the agent as an in-band step.
+            steps = {s['step'] for s in
+                     task.driver.deploy.get_service_steps(task)}
+            self.assertEqual({'bmc_set_tunables', 'bmc_noise_probe'}, steps)
+            result = task.driver.deploy.execute_service_step(task, {
+                'interface': 'deploy', 'step': 'bmc_set_tunables',
+                'args': {'tunables': 'thp-never'}})
+            self.assertIsNone(result)
             mock_call.assert_called_once_with(
                 task, 'bmc_apply_tunables', {'tunables': {'thp': 'never'}})
             report = run_report.get(task.node)
