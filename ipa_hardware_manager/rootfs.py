@@ -13,7 +13,8 @@
 """Stage a container's root filesystem in RAM on the node.
 
 The artifact (see ``ironic_bmc.protocol``) is downloaded over HTTP into a
-tmpfs while its sha256 is computed, then:
+tmpfs while its sha256 is computed (receiving in one thread, hashing and
+writing in another), then:
 
 * ``erofs`` / ``squashfs``: loop-mounted read-only, with an overlayfs whose
   upper layer is on the same tmpfs, giving a writable root;
@@ -29,9 +30,11 @@ that any agent can use it.
 import hashlib
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -46,6 +49,8 @@ LOG = log.getLogger(__name__)
 BASE = '/var/lib/bmc'
 STATE_FILE = 'rootfs.json'
 CHUNK = 1024 * 1024
+#: Chunks received ahead of hashing/writing (bounds the memory used).
+QUEUE_CHUNKS = 16
 #: tmpfs size limit, as tmpfs understands it.
 TMPFS_SIZE = '90%'
 HTTP_TIMEOUT = 60
@@ -126,23 +131,80 @@ def _ensure_filesystem(fstype):
             % (fstype, exc)) from exc
 
 
-def download(url, dest, expected_hex, size=None):
-    """Stream url to dest, checking sha256 (and size); return bytes read."""
+class _Reader(threading.Thread):
+    """Read an HTTP response in chunks into a bounded queue.
+
+    Receiving runs beside hashing and writing (both release the GIL), so
+    the network transfer overlaps the verification instead of adding to
+    it.  ``None`` marks the end; an exception is passed on as it is.
+    """
+
+    def __init__(self, resp, chunks):
+        super().__init__(name='bmc-rootfs-reader', daemon=True)
+        self.resp = resp
+        self.chunks = chunks
+        self.stopped = threading.Event()
+
+    def run(self):
+        try:
+            while not self.stopped.is_set():
+                chunk = self.resp.read(CHUNK)
+                if not chunk:
+                    missing = getattr(self.resp, 'length', None)
+                    if missing:
+                        raise ConnectionError(
+                            'connection closed with %d bytes of the '
+                            'response missing' % missing)
+                    self.chunks.put(None)
+                    return
+                self.chunks.put(chunk)
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer
+            self.chunks.put(exc)
+
+
+def download(url, dest, expected_hex, size=None, timings=None):
+    """Stream url to dest, checking sha256 (and size); return bytes read.
+
+    :param timings: if a dict, gets ``hash`` and ``write``: seconds spent
+        hashing and writing (the verification's share of the download).
+    """
     hasher = hashlib.sha256()
     total = 0
+    spent = {'hash': 0.0, 'write': 0.0}
+    reader = None
     try:
         with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT) as resp, \
                 open(dest, 'wb') as out:
+            chunks = queue.Queue(maxsize=QUEUE_CHUNKS)
+            reader = _Reader(resp, chunks)
+            reader.start()
             while True:
-                chunk = resp.read(CHUNK)
-                if not chunk:
+                chunk = chunks.get()
+                if isinstance(chunk, Exception):
+                    raise chunk
+                if chunk is None:
                     break
+                t = time.monotonic()
                 hasher.update(chunk)
+                t2 = time.monotonic()
                 out.write(chunk)
+                spent['hash'] += t2 - t
+                spent['write'] += time.monotonic() - t2
                 total += len(chunk)
     except (urllib.error.URLError, OSError) as exc:
         raise StagingError('download of %s failed after %d bytes: %s' % (
             url, total, exc)) from exc
+    finally:
+        if reader is not None:
+            reader.stopped.set()
+            # Unblock a reader waiting on a full queue, then let it end.
+            while reader.is_alive():
+                try:
+                    chunks.get(timeout=0.1)
+                except queue.Empty:
+                    pass
+    if timings is not None:
+        timings.update({k: round(v, 3) for k, v in spent.items()})
     if size is not None and total != int(size):
         raise StagingError('artifact %s has %d bytes, expected %d' % (
             url, total, int(size)))
@@ -199,7 +261,8 @@ class Staging:
             self._mount(self.base, '-t', 'tmpfs', '-o',
                         'mode=0755,size=%s' % TMPFS_SIZE, 'bmc-rootfs')
             artifact = os.path.join(self.base, 'artifact.' + fmt)
-            nbytes = download(url, artifact, expected, size)
+            verify = {}
+            nbytes = download(url, artifact, expected, size, timings=verify)
             downloaded = time.time()
             if fstype:
                 lower = os.path.join(self.base, 'lower')
@@ -231,7 +294,9 @@ class Staging:
             'digest': digest,
             'bytes': nbytes,
             'timings': {'download': round(downloaded - start, 3),
-                        'mount': round(mounted - downloaded, 3)},
+                        'mount': round(mounted - downloaded, 3),
+                        'hash': verify.get('hash'),
+                        'write': verify.get('write')},
             'stages': [protocol.stage(protocol.STAGE_ROOTFS_STAGED,
                                       start, mounted)],
         }

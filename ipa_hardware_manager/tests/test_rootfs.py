@@ -27,6 +27,14 @@ DIGEST = 'sha256:' + hashlib.sha256(PAYLOAD).hexdigest()
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        if self.path == '/truncated.img':
+            # Promises more than it sends, then closes: a dropped link.
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(PAYLOAD) * 2))
+            self.end_headers()
+            self.wfile.write(PAYLOAD)
+            self.close_connection = True
+            return
         if self.path != '/rootfs.img':
             self.send_error(404)
             return
@@ -103,6 +111,41 @@ class DownloadTest(HttpTestCase):
         with open(self.dest, 'rb') as f:
             self.assertEqual(PAYLOAD, f.read())
 
+    @mock.patch.object(rootfs, 'QUEUE_CHUNKS', 2)
+    @mock.patch.object(rootfs, 'CHUNK', 1000)
+    def test_many_chunks_through_a_small_queue(self):
+        timings = {}
+        n = rootfs.download(self.url, self.dest, DIGEST.split(':')[1],
+                            len(PAYLOAD), timings=timings)
+        self.assertEqual(len(PAYLOAD), n)
+        with open(self.dest, 'rb') as f:
+            self.assertEqual(PAYLOAD, f.read())
+        self.assertEqual({'hash', 'write'}, set(timings))
+        self.assertTrue(all(v >= 0 for v in timings.values()))
+        self.assertFalse([t for t in threading.enumerate()
+                          if t.name == 'bmc-rootfs-reader'])
+
+    @mock.patch.object(rootfs, 'CHUNK', 1000)
+    def test_link_dropped_midway(self):
+        url = self.url.replace('/rootfs.img', '/truncated.img')
+        with self.assertRaisesRegex(rootfs.StagingError,
+                                    'download of .*truncated.img failed '
+                                    'after %d bytes' % len(PAYLOAD)):
+            rootfs.download(url, self.dest, DIGEST.split(':')[1])
+        self.assertFalse([t for t in threading.enumerate()
+                          if t.name == 'bmc-rootfs-reader'])
+
+    @mock.patch.object(rootfs, 'QUEUE_CHUNKS', 1)
+    @mock.patch.object(rootfs, 'CHUNK', 100)
+    def test_write_error_stops_the_reader(self):
+        with mock.patch('builtins.open', side_effect=OSError(28, 'No '
+                                                             'space left')):
+            with self.assertRaisesRegex(rootfs.StagingError,
+                                        'No space left'):
+                rootfs.download(self.url, self.dest, DIGEST.split(':')[1])
+        self.assertFalse([t for t in threading.enumerate()
+                          if t.name == 'bmc-rootfs-reader'])
+
     def test_digest_mismatch(self):
         with self.assertRaisesRegex(rootfs.StagingError,
                                     'expected sha256:' + '0' * 64):
@@ -138,7 +181,7 @@ class StageTest(HttpTestCase):
         root = os.path.join(self.base, 'root')
         self.assertEqual(root, result['root'])
         self.assertEqual(len(PAYLOAD), result['bytes'])
-        self.assertEqual(['download', 'mount'],
+        self.assertEqual(['download', 'hash', 'mount', 'write'],
                          sorted(result['timings']))
         self.assertEqual([protocol.STAGE_ROOTFS_STAGED],
                          [s['name'] for s in result['stages']])

@@ -47,6 +47,8 @@ def after_stage_rootfs(task, command):
         'bytes': result.get('bytes'),
         'download_s': timings.get('download'),
         'mount_s': timings.get('mount'),
+        'hash_s': timings.get('hash'),
+        'write_s': timings.get('write'),
         'raw_transfer_s': timings.get('raw_transfer'),
     })
     node.save()
