@@ -13,17 +13,14 @@
 """``bmc-lab bench``: time a container deploy against the physical limits.
 
 Same lab, same node, same content (~200 MB, ~10k files of the host's own
-/usr, plus busybox):
+/usr, plus busybox), same workload (``/bin/true``):
 
-a container deploy in job mode, timing T_ready (deploy request to
-workload started) and rootfs staging against a plain HTTP transfer of the
-same artifact bytes measured by the agent on the node.
-
-Ironic's ``direct`` deploy of the same content is not measured in this
-lab: the conductor validates (HTTP HEAD) the image URL it hands the agent
-at ``[deploy]http_url``, an address only the nodes can reach here (the
-host blackholes it, see tools/host-setup.sh).  The JSON line says so
-instead of giving a ratio.
+* a container deploy in job mode, timing T_ready (deploy request to
+  workload started) and rootfs staging against a plain HTTP transfer of
+  the same artifact bytes measured by the agent on the node;
+* Ironic's ``direct`` deploy of the same content as a whole-disk image
+  (:mod:`ironic_bmc.lab.diskimage`): agent boot, image written to disk,
+  reboot from disk, workload started by the OS on the disk.
 
 Prints a table, then one JSON line.
 """
@@ -36,6 +33,7 @@ import time
 
 from ironic_bmc.lab import agent
 from ironic_bmc.lab import container_job
+from ironic_bmc.lab import direct_job
 from ironic_bmc.lab import ociimage
 from ironic_bmc import protocol
 
@@ -43,9 +41,7 @@ from ironic_bmc import protocol
 CONTENT_DIRS = ('/usr/share/locale', '/usr/lib/python3', '/usr/share/perl',
                 '/usr/share/zoneinfo')
 BENCH_REPO = 'bmc/bench-rootfs'
-DIRECT_NOT_MEASURED = (
-    "Ironic's conductor validates the direct deploy's image URL at "
-    "[deploy]http_url, which only the lab's nodes can reach")
+WORKLOAD = '/bin/true'
 MiB = 1024 * 1024
 
 
@@ -89,15 +85,21 @@ def run(settings, out=print):
         nfiles, nbytes = build_tree(tree)
         out('Benchmark content: %d files, %.0f MB' % (nfiles, nbytes / 1e6))
         image = ociimage.build_image([ociimage.entries_from_dir(tree)],
-                                     cmd=['/bin/true'], env=['PATH=/bin'])
+                                     cmd=[WORKLOAD], env=['PATH=/bin'])
         ociimage.Pusher(settings.registry_address).push_image(
             BENCH_REPO, '1', image)
         ref = '%s/%s:1' % (settings.registry_address, BENCH_REPO)
-    _t0, report, t_ready = run_container(settings, ref, out)
-    return summarize(report, t_ready, nfiles, nbytes)
+        disk = direct_job.build_image(settings, tree, WORKLOAD)
+    try:
+        _t0, report, t_ready = run_container(settings, ref, out)
+        direct = direct_job.run(settings, disk, out=out)
+    finally:
+        os.unlink(disk['path'])
+    return summarize(report, t_ready, nfiles, nbytes, direct,
+                     disk['size'])
 
 
-def summarize(report, t_ready, nfiles, nbytes):
+def summarize(report, t_ready, nfiles, nbytes, direct, disk_size):
     staging = report.get('staging') or {}
     stage_s = (staging.get('download_s') or 0) + (staging.get('mount_s')
                                                   or 0)
@@ -113,10 +115,20 @@ def summarize(report, t_ready, nfiles, nbytes):
         'staging_s': round(stage_s, 3),
         'staging_download_s': staging.get('download_s'),
         'staging_mount_s': staging.get('mount_s'),
+        'staging_hash_s': staging.get('hash_s'),
+        'staging_write_s': staging.get('write_s'),
+        # What verifying costs on this node's CPU: the floor of staging.
+        'node_sha256_mb_s': (round(staging['bytes'] / 1e6
+                                   / staging['hash_s'], 1)
+                             if staging.get('hash_s') and staging.get('bytes')
+                             else None),
         'raw_transfer_s': raw,
         'staging_over_raw': round(stage_s / raw, 2) if raw else None,
-        't_ready_container_over_direct': None,
-        'direct_not_measured': DIRECT_NOT_MEASURED,
+        'direct_image_mb': round(disk_size / 1e6, 1),
+        't_active_direct_s': direct['active_s'],
+        't_ready_direct_s': direct['workload_started_s'],
+        't_ready_container_over_direct': round(
+            t_ready / direct['workload_started_s'], 2),
         'workload_exit_code': report.get('workload_exit_code'),
     }
     return result
@@ -138,12 +150,23 @@ def format_table(result):
          '%.3f s' % result['staging_s']),
         ('  download + sha256 into RAM',
          '%s s' % result['staging_download_s']),
+        ('    of which sha256 (beside receiving)',
+         '%s s' % result['staging_hash_s']),
+        ('    of which writing to tmpfs', '%s s' % result['staging_write_s']),
+        ('  sha256 throughput of the node', '%s MB/s'
+         % result['node_sha256_mb_s']),
         ('  mount erofs + overlay', '%s s' % result['staging_mount_s']),
         ('raw HTTP transfer of the same bytes', '%s s'
          % result['raw_transfer_s']),
         ('staging / raw', str(result['staging_over_raw'])),
-        ('T_ready container / direct', 'not measured: '
-         + result['direct_not_measured']),
+        ('direct deploy: whole-disk image', '%.1f MB raw'
+         % result['direct_image_mb']),
+        ('  request -> ACTIVE (agent, write, reboot)',
+         '%.2f s' % result['t_active_direct_s']),
+        ('T_ready direct (request -> workload started)',
+         '%.2f s' % result['t_ready_direct_s']),
+        ('T_ready container / direct',
+         str(result['t_ready_container_over_direct'])),
     ]
     width = max(len(r[0]) for r in rows)
     return '\n'.join('%-*s  %s' % (width, k, v) for k, v in rows)

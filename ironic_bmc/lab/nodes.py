@@ -23,6 +23,7 @@ import os
 import subprocess
 from xml.sax import saxutils
 
+from ironic_bmc.lab import console
 from ironic_bmc.lab import procs
 from ironic_bmc.lab import services
 from ironic_bmc.lab import settings as lab_settings
@@ -106,6 +107,11 @@ def console_log(settings, index):
     return settings.log('%s.console.log' % settings.node_name(index))
 
 
+def console_cursor(settings, index):
+    """Mark the node's console now; ``.text()`` is what it printed since."""
+    return console.Cursor(console_log(settings, index))
+
+
 def domain_xml(settings, index):
     name = settings.node_name(index)
     esc = saxutils.escape
@@ -117,7 +123,10 @@ def domain_xml(settings, index):
         disk=esc(settings.path('nodes', name + '.qcow2')),
         console=esc(console_log(settings, index)),
         netdev=esc(netdev_spec(settings, index), {"'": '&apos;'}),
-        nic='virtio-net-pci,netdev=n0,mac=%s,bootindex=1,bus=pci.0,addr=0x9'
+        # Boot index 2: when the BMC sets the boot device to disk, libvirt
+        # gives the disk index 1 (and nothing when it is "network"), so
+        # the NIC boots first unless the disk was asked for.
+        nic='virtio-net-pci,netdev=n0,mac=%s,bootindex=2,bus=pci.0,addr=0x9'
             % settings.node_mac(index))
 
 

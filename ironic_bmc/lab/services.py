@@ -105,8 +105,15 @@ def start_libvirt(settings):
     _write(conf, 'log_outputs = "3:file:%s"\n'
            % settings.log('libvirtd-debug.log'))
     if not procs.running(settings, 'virtlogd'):
-        procs.spawn(settings, 'virtlogd', [system_bin('virtlogd',
-                                                      'libvirt-daemon')])
+        # virtlogd writes the nodes' serial consoles and rotates them at
+        # 2 MiB by default, after a few deploys; keep more for debugging
+        # (readers follow rotation anyway: ironic_bmc.lab.console).
+        logd_conf = settings.path('etc', 'virtlogd.conf')
+        _write(logd_conf, 'max_size = %d\nmax_backups = 3\n'
+               % (64 * 1024 * 1024))
+        procs.spawn(settings, 'virtlogd',
+                    [system_bin('virtlogd', 'libvirt-daemon'),
+                     '--config', logd_conf])
     proc = procs.spawn(settings, 'libvirtd',
                        [system_bin('libvirtd', 'libvirt-daemon'),
                         '--config', conf])
@@ -285,7 +292,8 @@ def start_ironic(settings, hardware_types=None, deploy_interfaces=None):
     for name in names:
         if not procs.running(settings, name):
             started.append(procs.spawn(
-                settings, name, [venv_bin(name), '--config-file', conf]))
+                settings, name, [venv_bin(name), '--config-file', conf],
+                env=ironic_env(settings)))
     # The API answers once it is up; with the split profile the conductor
     # must also have registered before nodes can be enrolled.
     for proc in started:
@@ -296,6 +304,24 @@ def start_ironic(settings, hardware_types=None, deploy_interfaces=None):
                                              + '.log'),
                                 proc=proc, timeout=120)
     return started
+
+
+def ironic_env(settings):
+    """Environment of the lab's Ironic processes.
+
+    Ironic hands the nodes URLs under ``[deploy]http_url`` (the host as the
+    nodes see it, 10.0.2.100) and checks some of them itself first, e.g.
+    the image URL of a ``direct`` deploy.  The host never sends to that
+    address (tools/host-setup.sh blackholes it); instead Ironic's HTTP
+    client is pointed at the lab's nginx as its proxy, which serves the
+    same ``http_root`` the nodes reach through their ``guestfwd``.  Local
+    services (API, registry, agents' forwarded ports) are reached directly.
+    """
+    proxy = 'http://127.0.0.1:%d' % settings.ports.http
+    local = '127.0.0.1,localhost,::1'
+    return {'http_proxy': proxy, 'HTTP_PROXY': proxy,
+            'https_proxy': '', 'HTTPS_PROXY': '',
+            'no_proxy': local, 'NO_PROXY': local}
 
 
 def ironic_processes(settings):

@@ -35,14 +35,18 @@ from ironic_bmc.lab import procs
 BUSYBOX = '/bin/busybox'
 NIC_MODULES = ('virtio_pci', 'virtio_net')
 
-INIT = """#!/bin/busybox sh
+#: Start of every lab initrd's /init: busybox, the pseudo filesystems, and
+#: the nonce and call-back URL from the kernel command line.
+INIT_HEAD = """#!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 nonce=$(sed -n 's/.*bmclab.nonce=\\([^ ]*\\).*/\\1/p' /proc/cmdline)
 callback=$(sed -n 's/.*bmclab.callback=\\([^ ]*\\).*/\\1/p' /proc/cmdline)
-echo "BMC-LAB-SMOKE booted nonce=$nonce"
+"""
+
+INIT = INIT_HEAD + """echo "BMC-LAB-SMOKE booted nonce=$nonce"
 for m in {modules}; do insmod "$m"; done
 for i in $(seq 1 40); do [ -e /sys/class/net/eth0 ] && break; sleep 0.25; done
 ip link set eth0 up
@@ -106,9 +110,13 @@ def _cpio_newc(entries):
     return out.getvalue()
 
 
-def build_initrd(path, version):
-    """Write the smoke initrd for kernel ``version`` to ``path``."""
-    mods = module_files(version, NIC_MODULES)
+def build_initrd(path, version, init=INIT, modules=NIC_MODULES):
+    """Write a busybox initrd for kernel ``version`` to ``path``.
+
+    ``init`` is the ``/init`` script, with ``{modules}`` standing for the
+    module files of ``modules`` (and their dependencies) in load order.
+    """
+    mods = module_files(version, modules)
     entries = []
     dirs = set()
 
@@ -129,7 +137,7 @@ def build_initrd(path, version):
         add_dirs(rel)
         with open(m, 'rb') as f:
             entries.append((rel, 0o100644, f.read()))
-    init = INIT.format(modules=' '.join(mods))
+    init = init.format(modules=' '.join(mods))
     entries.append(('init', 0o100755, init.encode()))
     with open(path + '.tmp', 'wb') as f:
         f.write(gzip.compress(_cpio_newc(entries), compresslevel=6))
@@ -149,16 +157,12 @@ def prepare_images(settings):
     return kernel, initrd
 
 
-def _console_has(settings, index, pattern, since):
-    try:
-        with open(nodes.console_log(settings, index), 'rb') as f:
-            f.seek(since)
-            return re.search(pattern.encode(), f.read()) is not None
-    except FileNotFoundError:
-        return False
+def _console_has(pattern, cursor):
+    return re.search(pattern, cursor.text()) is not None
 
 
-def _size(path):
+def file_size(path):
+    """Size of ``path`` in bytes, 0 while it does not exist (a log)."""
     try:
         return os.path.getsize(path)
     except FileNotFoundError:
@@ -171,9 +175,9 @@ def run(settings, index=0, out=print, timeout=600):
     name = settings.node_name(index)
     kernel, initrd = prepare_images(settings)
     nonce = secrets.token_hex(8)
-    console_start = _size(nodes.console_log(settings, index))
+    console = nodes.console_cursor(settings, index)
     access_log = settings.log('nginx-access.log')
-    access_start = _size(access_log)
+    access_start = file_size(access_log)
     watcher = lab_client.StateWatcher(cli, name)
     t0 = time.time()
     cli.node.update(name, [
@@ -196,10 +200,9 @@ def run(settings, index=0, out=print, timeout=600):
     deadline = time.monotonic() + timeout
     marker = 'BMC-LAB-SMOKE callback-ok nonce=%s' % nonce
     while time.monotonic() < deadline:
-        if _console_has(settings, index, marker, console_start):
+        if _console_has(marker, console):
             break
-        if _console_has(settings, index,
-                        'BMC-LAB-SMOKE callback-failed', console_start):
+        if _console_has('BMC-LAB-SMOKE callback-failed', console):
             raise procs.LabError('the initrd booted but its call-back to '
                                  '%s failed; see %s' % (
                                      settings.guest_http_url,

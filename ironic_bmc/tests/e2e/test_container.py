@@ -15,7 +15,9 @@
 One lab, one node: the demo image runs in job mode from a RAM root and
 the run report comes back through the vendor passthru; then a kernel
 that never calls back is deployed and must time out into DEPLOYFAIL with
-the node powered off.
+the node powered off; the benchmark's baseline, Ironic's ``direct`` deploy
+of a whole-disk image, must boot the node from its disk; and a service
+step must change the tunables of a running container without a reboot.
 """
 
 import json
@@ -28,6 +30,8 @@ from ironic_bmc.lab import agent
 from ironic_bmc.lab import client as lab_client
 from ironic_bmc.lab import container_job
 from ironic_bmc.lab import control
+from ironic_bmc.lab import direct_job
+from ironic_bmc.lab import diskimage
 from ironic_bmc.lab import nodes
 from ironic_bmc.lab import smoke
 from ironic_bmc import protocol
@@ -132,7 +136,68 @@ def test_kernel_that_never_calls_back_times_out(lab):
     staged = [p for p in _listdir(lab.http_root + '/' + node.uuid)
               if p.startswith('rootfs-')]
     assert staged == []
+    # Back to the pool (this also clears the kernel that never boots from
+    # instance_info, so the next deploy is unaffected).
+    container_job.undeploy(lab)
+    assert not cli.node.get(name).instance_info
 
 
 def _listdir(path):
     return os.listdir(path) if os.path.isdir(path) else []
+
+
+def test_direct_deploy_baseline_boots_from_disk(lab, tmp_path):
+    """The benchmark's baseline: Ironic's own direct deploy, booted."""
+    tree = str(tmp_path / 'root')
+    container_job.build_demo_tree(tree)
+    image = direct_job.build_image(lab, tree, '/bin/true')
+    cli = lab_client.get_client(lab)
+    before = cli.node.get(lab.node_name(0)).deploy_interface
+    console = nodes.console_cursor(lab, 0)
+    try:
+        result = direct_job.run(lab, image, timeout=600)
+    finally:
+        os.unlink(image['path'])
+    print(result)
+    states = [t[1] for t in result['transitions']]
+    assert 'active' in states
+    assert result['workload_started_s'] > result['active_s'] > 0
+    booted = console.text()
+    # The second boot came from the written disk, not the network.
+    assert 'SYSLINUX' in booted
+    assert '%s nonce=%s' % (diskimage.MARKER, image['nonce']) in booted
+    node = cli.node.get(lab.node_name(0))
+    assert node.provision_state == 'available'
+    assert node.deploy_interface == before
+    assert 'deploy_ramdisk' not in node.driver_info
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+
+
+def test_service_steps_change_a_running_container_in_place(lab):
+    """Servicing an ACTIVE node: new run-time tunables, no reboot."""
+    image = container_job.push_demo_image(lab)
+    command = ['/bin/sh', '-c', 'while true; do sleep 5; done']
+    container_job.deploy(lab, image, mode=protocol.MODE_SERVICE,
+                         extra={protocol.II_COMMAND: json.dumps(command),
+                                protocol.II_TUNABLES: 'thp-always'})
+    report = container_job.wait_report(lab, states=('running',))
+    assert report['tunables']['thp']['actual'] == 'always'
+    console = nodes.console_cursor(lab, 0)
+    cli = lab_client.get_client(lab)
+    name = lab.node_name(0)
+    cli.node.set_provision_state(
+        name, 'service', os_ironic_api_version='1.87', servicesteps=[
+            {'interface': 'deploy', 'step': 'bmc_set_tunables',
+             'args': {'tunables': {'thp': 'never'}}}])
+    watcher = lab_client.StateWatcher(cli, name)
+    watcher.wait('active', timeout=300, fail_states=('service failed',
+                                                     'error'))
+    report = container_job.wait_report(lab, states=('running',))
+    thp = report['tunables']['thp']
+    assert (thp['previous'], thp['actual'], thp['ok']) == ('always',
+                                                          'never', True)
+    # In place: the node never went through a boot again.
+    assert 'Linux version' not in console.text()
+    assert nodes.bmc_power_state(lab, 0) == 'on'
+    container_job.undeploy(lab)
+    assert nodes.bmc_power_state(lab, 0) == 'off'

@@ -96,6 +96,10 @@ def test_domain_xml(settings):
     assert settings.node_mac(1) in xml
     assert nodes.console_log(settings, 1) in xml
     assert "<memballoon model='none'/>" in xml
+    # The BMC's "boot from disk" gives the disk boot index 1: the NIC
+    # (defined on the QEMU command line) must not hold it too.
+    assert 'bootindex=2' in xml and 'bootindex=1' not in xml
+    assert "<boot dev='network'/>" in xml
 
 
 def test_ports_named_for_conflicts(settings):
