@@ -28,6 +28,7 @@ from ironic_bmc.kernel import artifact
 from ironic_bmc.lab import client as lab_client
 from ironic_bmc.lab import diskimage
 from ironic_bmc.lab import ironic_conf
+from ironic_bmc.lab import logcursor
 from ironic_bmc.lab import nodes
 from ironic_bmc.lab import procs
 from ironic_bmc.lab import smoke
@@ -83,15 +84,6 @@ def standalone_agent_ramdisk(settings):
     return settings.path('images', ironic_conf.AGENT_KERNEL), path
 
 
-def _callback_seen(access_log, start, nonce):
-    try:
-        with open(access_log, 'rb') as f:
-            f.seek(start)
-            return ('/callback/%s ' % nonce).encode() in f.read()
-    except FileNotFoundError:
-        return False
-
-
 def run(settings, image, index=0, out=print, timeout=900):
     """Deploy ``image`` (from :func:`build_image`), time it, undeploy.
 
@@ -101,8 +93,7 @@ def run(settings, image, index=0, out=print, timeout=900):
     cli = lab_client.get_client(settings)
     name = settings.node_name(index)
     before = cli.node.get(name, fields=['deploy_interface']).deploy_interface
-    access_log = settings.log('nginx-access.log')
-    access_start = smoke.file_size(access_log)
+    access_log = logcursor.Cursor(settings.log('nginx-access.log'))
     kernel, ramdisk = standalone_agent_ramdisk(settings)
     cli.node.update(name, [
         {'op': 'replace', 'path': '/deploy_interface', 'value': 'direct'},
@@ -128,7 +119,8 @@ def run(settings, image, index=0, out=print, timeout=900):
         watcher.wait('active', timeout)
         t_active = time.time()
         deadline = time.monotonic() + timeout
-        while not _callback_seen(access_log, access_start, image['nonce']):
+        callback = '/callback/%s ' % image['nonce']
+        while callback not in access_log.text():
             if time.monotonic() > deadline:
                 raise procs.LabError(
                     'the deployed disk of %s never called back within %ds; '

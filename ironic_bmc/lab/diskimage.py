@@ -141,10 +141,11 @@ def build(path, tree, kernel, initrd, append):
         # Hidden sectors = the partition's first LBA, so that syslinux
         # finds its files from the BIOS's view of the whole disk.
         procs.run(['mkfs.fat', '-F', '16', '-n', 'BMCBOOT',
-              '-h', str(BOOT_START // SECTOR), boot], 'mkfs.fat')
+                   '-h', str(BOOT_START // SECTOR), boot], 'mkfs.fat')
         procs.run(['mkfs.ext4', '-q', '-F', '-L', 'bmcroot', '-d', tree,
-              '-E', 'root_owner=0:0', root, '%dk' % (root_size // 1024)],
-             'mkfs.ext4 -d %s' % tree)
+                   '-E', 'root_owner=0:0', root,
+                   '%dk' % (root_size // 1024)],
+                  'mkfs.ext4 -d %s' % tree)
         # As small as the content allows, like a cloud image: the agent
         # writes every byte of a raw image.
         procs.run(['e2fsck', '-f', '-y', root], 'e2fsck')
@@ -157,7 +158,7 @@ def build(path, tree, kernel, initrd, append):
         for src, name in ((kernel, 'vmlinuz'), (initrd, 'initrd.gz'),
                           (cfg, 'syslinux.cfg')):
             procs.run(['mcopy', '-o', '-i', boot, src, '::' + name],
-                 'mcopy %s' % name)
+                      'mcopy %s' % name)
         with open(SYSLINUX_MBR, 'rb') as f:
             code = f.read(440)
         with open(path + '.tmp', 'wb') as out:
@@ -171,7 +172,7 @@ def build(path, tree, kernel, initrd, append):
                     shutil.copyfileobj(f, out, 4 * MiB)
             out.truncate(total)
         procs.run(['syslinux', '--install', '--offset', str(BOOT_START),
-              path + '.tmp'], 'syslinux --install')
+                   path + '.tmp'], 'syslinux --install')
         os.replace(path + '.tmp', path)
     finally:
         shutil.rmtree(work, ignore_errors=True)

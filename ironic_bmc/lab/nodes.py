@@ -23,7 +23,7 @@ import os
 import subprocess
 from xml.sax import saxutils
 
-from ironic_bmc.lab import console
+from ironic_bmc.lab import logcursor
 from ironic_bmc.lab import procs
 from ironic_bmc.lab import services
 from ironic_bmc.lab import settings as lab_settings
@@ -109,7 +109,7 @@ def console_log(settings, index):
 
 def console_cursor(settings, index):
     """Mark the node's console now; ``.text()`` is what it printed since."""
-    return console.Cursor(console_log(settings, index))
+    return logcursor.Cursor(console_log(settings, index))
 
 
 def domain_xml(settings, index):

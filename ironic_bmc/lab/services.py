@@ -107,7 +107,7 @@ def start_libvirt(settings):
     if not procs.running(settings, 'virtlogd'):
         # virtlogd writes the nodes' serial consoles and rotates them at
         # 2 MiB by default, after a few deploys; keep more for debugging
-        # (readers follow rotation anyway: ironic_bmc.lab.console).
+        # (readers follow rotation anyway: ironic_bmc.lab.logcursor).
         logd_conf = settings.path('etc', 'virtlogd.conf')
         _write(logd_conf, 'max_size = %d\nmax_backups = 3\n'
                % (64 * 1024 * 1024))

@@ -23,12 +23,12 @@ import glob
 import gzip
 import io
 import os
-import re
 import secrets
 import shutil
 import time
 
 from ironic_bmc.lab import client as lab_client
+from ironic_bmc.lab import logcursor
 from ironic_bmc.lab import nodes
 from ironic_bmc.lab import procs
 
@@ -157,18 +157,6 @@ def prepare_images(settings):
     return kernel, initrd
 
 
-def _console_has(pattern, cursor):
-    return re.search(pattern, cursor.text()) is not None
-
-
-def file_size(path):
-    """Size of ``path`` in bytes, 0 while it does not exist (a log)."""
-    try:
-        return os.path.getsize(path)
-    except FileNotFoundError:
-        return 0
-
-
 def run(settings, index=0, out=print, timeout=600):
     """Deploy, prove the initrd ran, undeploy; returns a result dict."""
     cli = lab_client.get_client(settings)
@@ -176,8 +164,7 @@ def run(settings, index=0, out=print, timeout=600):
     kernel, initrd = prepare_images(settings)
     nonce = secrets.token_hex(8)
     console = nodes.console_cursor(settings, index)
-    access_log = settings.log('nginx-access.log')
-    access_start = file_size(access_log)
+    access_log = logcursor.Cursor(settings.log('nginx-access.log'))
     watcher = lab_client.StateWatcher(cli, name)
     t0 = time.time()
     cli.node.update(name, [
@@ -200,9 +187,10 @@ def run(settings, index=0, out=print, timeout=600):
     deadline = time.monotonic() + timeout
     marker = 'BMC-LAB-SMOKE callback-ok nonce=%s' % nonce
     while time.monotonic() < deadline:
-        if _console_has(marker, console):
+        printed = console.text()
+        if marker in printed:
             break
-        if _console_has('BMC-LAB-SMOKE callback-failed', console):
+        if 'BMC-LAB-SMOKE callback-failed' in printed:
             raise procs.LabError('the initrd booted but its call-back to '
                                  '%s failed; see %s' % (
                                      settings.guest_http_url,
@@ -215,9 +203,7 @@ def run(settings, index=0, out=print, timeout=600):
                                  nodes.console_log(settings, index),
                                  watcher.describe()))
     t_booted = time.time()
-    with open(access_log, 'rb') as f:
-        f.seek(access_start)
-        requests = f.read().decode(errors='replace')
+    requests = access_log.text()
     fetched = [p for p in ('/kernel ', '/ramdisk ', '/callback/' + nonce)
                if p in requests]
     out('Node ran the initrd: console shows the nonce, nginx served %s.'

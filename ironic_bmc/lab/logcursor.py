@@ -10,7 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Reading a node's serial console log from a point in time onwards.
+"""Reading a log from a point in time onwards: what a boot printed, which
+requests nginx served during a deploy.
 
 libvirt hands a domain's file console to virtlogd, which rotates the file
 once it reaches its ``max_size``: ``node.console.log`` is renamed to

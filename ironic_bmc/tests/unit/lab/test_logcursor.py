@@ -12,7 +12,7 @@
 
 import os
 
-from ironic_bmc.lab import console
+from ironic_bmc.lab import logcursor
 
 
 def _append(path, data):
@@ -35,7 +35,7 @@ def _rotate(path, backups=3):
 def test_reads_what_was_appended_since(tmp_path):
     log = str(tmp_path / 'node.console.log')
     _append(log, b'old boot\n')
-    cursor = console.Cursor(log)
+    cursor = logcursor.Cursor(log)
     assert cursor.read() == b''
     _append(log, b'new boot\n')
     assert cursor.text() == 'new boot\n'
@@ -46,7 +46,7 @@ def test_follows_one_rotation(tmp_path):
     # lies past the end of the fresh file after virtlogd rotated it.
     log = str(tmp_path / 'node.console.log')
     _append(log, b'x' * 5000)
-    cursor = console.Cursor(log)
+    cursor = logcursor.Cursor(log)
     _append(log, b'agent boot\n')
     _rotate(log)
     _append(log, b'SYSLINUX\n')
@@ -56,7 +56,7 @@ def test_follows_one_rotation(tmp_path):
 def test_follows_several_rotations_in_order(tmp_path):
     log = str(tmp_path / 'node.console.log')
     _append(log, b'before\n')
-    cursor = console.Cursor(log)
+    cursor = logcursor.Cursor(log)
     for word in (b'one\n', b'two\n', b'three\n'):
         _append(log, word)
         _rotate(log, backups=5)
@@ -67,7 +67,7 @@ def test_follows_several_rotations_in_order(tmp_path):
 def test_cursor_file_rotated_away_keeps_what_is_left(tmp_path):
     log = str(tmp_path / 'node.console.log')
     _append(log, b'before\n')
-    cursor = console.Cursor(log)
+    cursor = logcursor.Cursor(log)
     for word in (b'a\n', b'b\n', b'c\n', b'd\n'):
         _append(log, word)
         _rotate(log, backups=2)
@@ -77,7 +77,7 @@ def test_cursor_file_rotated_away_keeps_what_is_left(tmp_path):
 
 def test_log_created_after_the_cursor(tmp_path):
     log = str(tmp_path / 'node.console.log')
-    cursor = console.Cursor(log)
+    cursor = logcursor.Cursor(log)
     assert cursor.read() == b''
     _append(log, b'first boot\n')
     _rotate(log)
@@ -90,6 +90,6 @@ def test_older_backups_are_not_new(tmp_path):
     _append(log, b'last week\n')
     _rotate(log)
     os.unlink(log)
-    cursor = console.Cursor(log)
+    cursor = logcursor.Cursor(log)
     _append(log, b'today\n')
     assert cursor.read() == b'today\n'
