@@ -9,7 +9,11 @@
 # plugin use ipmi; switch them with "baremetal node set").
 
 function install_ironic_bmc {
-    setup_develop "$IRONIC_BMC_DIR" conductor
+    # The conductor plugin and the definitions it shares with the agent;
+    # the node side goes into the agent ramdisk (elements/), the lab
+    # nowhere.
+    setup_develop "$IRONIC_BMC_DIR/common"
+    setup_develop "$IRONIC_BMC_DIR"
 }
 
 function _append_list_option {

@@ -25,7 +25,8 @@
 # DIB_DISTRIBUTION_MIRROR (http://deb.debian.org/debian),
 # DIB_DEBIAN_SECURITY_MIRROR (http://deb.debian.org/debian-security),
 # BMC_IPA_REQUIREMENT (ironic-python-agent>=13.0.0,<14.0.0),
-# BMC_DIB_REQUIREMENT (diskimage-builder), BMC_AGENT_EXTRA_ELEMENTS.
+# BMC_DIB_REQUIREMENT (diskimage-builder), BMC_AGENT_EXTRA_ELEMENTS,
+# BMC_CONSTRAINTS (upper-constraints.txt of the checkout).
 # Must run as root (diskimage-builder chroots and mounts).
 
 set -eu
@@ -38,7 +39,7 @@ WORK=${BMC_AGENT_BUILD_DIR:-/var/tmp/bmc-agent-build}
 FORCE=0
 
 usage() {
-    sed -n '14,29p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '14,30p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while getopts "o:w:fh" opt; do
@@ -56,6 +57,11 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 
+# The constraints are passed explicitly below.  A PIP_CONSTRAINT from the
+# caller (tox sets one) names a host path, which diskimage-builder would
+# carry into the image's chroot, where it does not exist.
+unset PIP_CONSTRAINT
+
 export DIB_RELEASE=${DIB_RELEASE:-bookworm}
 export DIB_DISTRIBUTION_MIRROR=${DIB_DISTRIBUTION_MIRROR:-http://deb.debian.org/debian}
 export DIB_DEBIAN_SECURITY_MIRROR=${DIB_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
@@ -66,6 +72,9 @@ export DIB_DEBOOTSTRAP_CACHE=${DIB_DEBOOTSTRAP_CACHE:-1}
 export DIB_DEBIAN_USE_DEBOOTSTRAP_CACHE=${DIB_DEBIAN_USE_DEBOOTSTRAP_CACHE-1}
 export DIB_CHECKSUM=0
 IPA_REQ=${BMC_IPA_REQUIREMENT:-ironic-python-agent>=13.0.0,<14.0.0}
+# Every Python package of the image (and diskimage-builder) at a pinned
+# version: the same file tox installs from.
+CONSTRAINTS=${BMC_CONSTRAINTS:-$ROOT/upper-constraints.txt}
 DIB_REQ=${BMC_DIB_REQUIREMENT:-diskimage-builder}
 ELEMENTS="debian-minimal bmc-agent ${BMC_AGENT_EXTRA_ELEMENTS:-}"
 
@@ -79,14 +88,17 @@ inputs_hash() {
         echo "security=$DIB_DEBIAN_SECURITY_MIRROR"
         echo "components=$DIB_DEBIAN_COMPONENTS elements=$ELEMENTS"
         echo "ipa=$IPA_REQ dib=$DIB_REQ"
-        # Only what the node runs: the conductor side of ironic_bmc is
-        # installed in the image but never imported there.
+        # Everything the node-side Python code and the image are made of:
+        # the elements, the agent and the definitions it shares with the
+        # conductor (common/: protocol, tunables schema and profiles),
+        # their packaging, and the pinned versions of every dependency.
         cd "$ROOT"
-        find elements ipa_hardware_manager -type f \
+        find elements agent common -type f \
             ! -path '*/__pycache__/*' ! -path '*/tests/*' ! -name '*.pyc' \
+            ! -path '*.egg-info/*' ! -path '*/build/*' \
+            ! -name AUTHORS ! -name ChangeLog \
             -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-        sha256sum setup.cfg setup.py requirements.txt \
-            ironic_bmc/__init__.py ironic_bmc/protocol.py 2>/dev/null || true
+        sha256sum "$CONSTRAINTS"
     } | sha256sum | cut -d' ' -f1
 }
 
@@ -120,7 +132,7 @@ DIBVENV=$WORK/dibvenv
 if [ ! -x "$DIBVENV/bin/disk-image-create" ]; then
     python3 -m venv "$DIBVENV"
     "$DIBVENV/bin/pip" install --quiet --disable-pip-version-check \
-        "$DIB_REQ"
+        -c "$CONSTRAINTS" "$DIB_REQ"
 fi
 
 # --- wheelhouse: IPA + dependencies + this project, built on the host -----
@@ -132,20 +144,15 @@ if [ ! -d "$WHEELS" ]; then
     tar -C "$ROOT" --exclude=.git --exclude=.tox --exclude=build \
         --exclude='*.egg-info' --exclude=__pycache__ --exclude=.venv \
         -cf - . | tar -C "$SRC" -xf -
-    if ! grep -q 'ipa_hardware_manager.manager:' "$SRC/setup.cfg"
-    then
-        # Until setup.cfg registers the manager, register it in the copy.
-        echo "build-agent-ramdisk: WARNING: setup.cfg lacks the" \
-            "ironic_python_agent.hardware_managers entry point; adding it" \
-            "to the build copy" >&2
-        sed -i '/^\[entry_points\]/a ironic_python_agent.hardware_managers =\n    bmc_container = ipa_hardware_manager.manager:BmcContainerHardwareManager' \
-            "$SRC/setup.cfg"
-    fi
     COUNT=$(git -C "$ROOT" rev-list --count HEAD 2>/dev/null || echo 0)
     export PBR_VERSION=${PBR_VERSION:-0.0.1.dev$COUNT}
     rm -rf "$WHEELS.tmp"
+    # Only the node side: ironic-bmc-agent and ironic-bmc-common.  The
+    # conductor plugin, the lab and the tempest plugin never reach the
+    # image.
     "$DIBVENV/bin/pip" wheel --quiet --disable-pip-version-check \
-        --wheel-dir "$WHEELS.tmp" "$IPA_REQ" "$SRC"
+        -c "$CONSTRAINTS" --wheel-dir "$WHEELS.tmp" \
+        "$IPA_REQ" "$SRC/common" "$SRC/agent"
     rm -rf "$SRC"
     mv "$WHEELS.tmp" "$WHEELS"
 fi

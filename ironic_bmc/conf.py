@@ -18,7 +18,7 @@ Registered once, here, on Ironic's global CONF; listed for
 
 from oslo_config import cfg
 
-from ironic_bmc import protocol
+from bmc_common import protocol
 
 GROUP = 'container'
 

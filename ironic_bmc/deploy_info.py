@@ -23,7 +23,7 @@ from ironic.common import exception
 from ironic.common.i18n import _
 from oslo_utils import strutils
 
-from ironic_bmc import protocol
+from bmc_common import protocol
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import reference
 

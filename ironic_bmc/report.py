@@ -24,7 +24,7 @@ import uuid
 
 from ironic.conf import CONF
 
-from ironic_bmc import protocol
+from bmc_common import protocol
 
 INTERNAL_KEY = 'bmc_run_report'
 

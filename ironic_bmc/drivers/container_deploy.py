@@ -50,7 +50,7 @@ from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import tuning
-from ironic_bmc import protocol
+from bmc_common import protocol
 from ironic_bmc import report as run_report
 
 LOG = log.getLogger(__name__)

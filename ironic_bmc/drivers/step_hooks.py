@@ -10,7 +10,7 @@ import time
 
 from ironic.drivers.modules import agent_base
 
-from ironic_bmc import protocol
+from bmc_common import protocol
 from ironic_bmc import report as run_report
 
 #: driver_internal_info key of the container deploy (see container_deploy).

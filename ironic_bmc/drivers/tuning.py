@@ -29,9 +29,9 @@ from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.conf import CONF
 
-from ironic_bmc import protocol
-from ironic_bmc.tunables import profiles
-from ironic_bmc.tunables import schema
+from bmc_common import protocol
+from bmc_common.tunables import profiles
+from bmc_common.tunables import schema
 
 STEP = protocol.STEP_APPLY_TUNABLES
 

@@ -35,7 +35,7 @@ import time
 
 from oslo_log import log
 
-from ironic_bmc import protocol
+from bmc_common import protocol
 from ironic_bmc.image import exceptions as exc
 
 LOG = log.getLogger(__name__)

@@ -27,7 +27,7 @@ import time
 
 from oslo_log import log
 
-from ironic_bmc import protocol
+from bmc_common import protocol
 from ironic_bmc.image import artifact, layers, reference, registry
 from ironic_bmc.image import cache as cache_mod
 from ironic_bmc.image import exceptions as exc

@@ -3,7 +3,7 @@ export DIB_APT_MINIMAL_CREATE_INTERFACES=${DIB_APT_MINIMAL_CREATE_INTERFACES:-0}
 # The base element's "base packages" are open-iscsi only: no use here.
 export DIB_SKIP_BASE_PACKAGE_INSTALL=${DIB_SKIP_BASE_PACKAGE_INSTALL:-1}
 export DIB_BMC_AGENT_VENV=${DIB_BMC_AGENT_VENV:-/opt/ironic-python-agent}
-export DIB_BMC_AGENT_PACKAGES=${DIB_BMC_AGENT_PACKAGES:-ironic-python-agent ironic-bmc}
+export DIB_BMC_AGENT_PACKAGES=${DIB_BMC_AGENT_PACKAGES:-ironic-python-agent ironic-bmc-agent}
 export DIB_BMC_AGENT_COMPRESS=${DIB_BMC_AGENT_COMPRESS:-gzip -1}
 # A directory of wheels (IPA, its dependencies and this project); when
 # empty, pip inside the image downloads from the package index.

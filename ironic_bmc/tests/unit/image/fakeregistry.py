@@ -22,7 +22,7 @@ import json
 import threading
 from urllib import parse
 
-from ironic_bmc.lab import ociimage
+from bmc_lab import ociimage
 
 
 class FakeRegistry:

@@ -18,8 +18,9 @@ import pytest
 
 from ironic_bmc.image import artifact, layers
 from ironic_bmc.image import exceptions as exc
-from ironic_bmc.lab import ociimage
-from ironic_bmc.lab.ociimage import Entry
+from ironic_bmc.tests.unit.image import hosttools
+from bmc_lab import ociimage
+from bmc_lab.ociimage import Entry
 
 ENTRIES = [Entry('home/u', 'dir', uid=1000, gid=1000, mode=0o700),
            Entry('home/u/f', data=b'data', uid=1000, gid=1001, mode=0o640),
@@ -54,6 +55,7 @@ def test_erofs_refused_without_root_when_owners_matter(tmp_path):
 
 
 def test_squashfs_pseudo_files_without_root(tmp_path):
+    hosttools.require('squashfs')
     tree, info = unprivileged_tree(tmp_path)
     out = tmp_path / 'a.sqfs'
     artifact.build(str(tree), str(out), 'squashfs', info=info,
@@ -89,6 +91,7 @@ def test_mkfs_failure_is_reported(tmp_path):
 
 
 def test_benchmark(tmp_path):
+    hosttools.require('erofs', 'squashfs')
     tree = tmp_path / 'tree'
     (tree / 'd').mkdir(parents=True)
     (tree / 'd' / 'f').write_bytes(b'x' * 10000)

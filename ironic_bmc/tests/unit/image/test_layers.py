@@ -17,8 +17,8 @@ import pytest
 
 from ironic_bmc.image import exceptions as exc
 from ironic_bmc.image import layers
-from ironic_bmc.lab import ociimage
-from ironic_bmc.lab.ociimage import Entry
+from bmc_lab import ociimage
+from bmc_lab.ociimage import Entry
 
 ROOT = os.geteuid() == 0
 

@@ -20,10 +20,11 @@ import pytest
 
 from ironic_bmc.image import cache as cache_mod
 from ironic_bmc.image import exceptions as exc
+from ironic_bmc.tests.unit.image import hosttools
 from ironic_bmc.image import pipeline
 from ironic_bmc.image import registry as registry_mod
-from ironic_bmc.lab import ociimage
-from ironic_bmc.lab.ociimage import Entry
+from bmc_lab import ociimage
+from bmc_lab.ociimage import Entry
 from ironic_bmc.tests.unit.image import fakeregistry
 
 
@@ -220,6 +221,7 @@ def test_artifact_not_an_image(registry, cache):
     ('erofs', None), ('erofs', 'lz4'), ('squashfs', None),
     ('squashfs', 'gzip')])
 def test_filesystem_formats(registry, cache, tmp_path, fmt, compression):
+    hosttools.require(fmt)
     registry.add_image('demo', '1', simple_image(compression='zstd'))
     result = prepare(registry, 'demo:1', cache, cpu_arch='x86_64', fmt=fmt,
                      compression=compression)

@@ -1,0 +1,198 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ironic-python-agent hardware manager of Bare-Metal Container.
+
+Registered under the ``ironic_python_agent.hardware_managers`` entry point
+group as ``bmc_container``.  IPA 13 ships its own ``container`` entry point
+and its own ``ContainerHardwareManager`` class (podman-based clean steps):
+IPA keys the results of ``get_deploy_steps`` and the manager versions by
+class name and ``HARDWARE_MANAGER_NAME``, so ours must be named apart.
+
+It offers the in-band steps of ``bmc_common.protocol`` as deploy steps
+(priority 0: only run when the conductor asks for them) and, with the same
+code, as service steps, so the conductor can query or stop the workload of
+an ACTIVE node.
+"""
+
+from ironic_python_agent import errors, hardware
+from oslo_log import log
+
+from ipa_hardware_manager import rootfs as staging
+from ipa_hardware_manager import steps_tunables
+from ipa_hardware_manager import workload
+from bmc_common import protocol
+
+LOG = log.getLogger(__name__)
+
+STAGE_ROOTFS_ARGSINFO = {
+    'url': {'description': 'HTTP(S) URL of the rootfs artifact',
+            'required': True},
+    'digest': {'description': 'sha256:<hex> of the artifact',
+               'required': True},
+    'format': {'description': 'artifact format: %s'
+               % ', '.join(protocol.ARTIFACT_FORMATS), 'required': True},
+    'size': {'description': 'artifact size in bytes (checked if given)',
+             'required': False},
+    'rootfs': {'description': 'rootfs mode: %s (default %s)' % (
+        ', '.join(protocol.ROOTFS_MODES), protocol.ROOTFS_RAMFS),
+        'required': False},
+    'measure_link': {'description': 'first time a plain transfer of the '
+                     'artifact (diagnostic, reported as '
+                     'timings.raw_transfer)', 'required': False},
+}
+
+START_WORKLOAD_ARGSINFO = {
+    'command': {'description': 'the command, a list of strings',
+                'required': True},
+    'env': {'description': 'environment variables (dict)',
+            'required': False},
+    'workdir': {'description': 'working directory inside the image',
+                'required': False},
+    'user': {'description': 'uid[:gid] or name[:group] (default root)',
+             'required': False},
+    'mode': {'description': 'workload mode: %s (default %s)' % (
+        ', '.join(protocol.WORKLOAD_MODES), protocol.MODE_JOB),
+        'required': False},
+}
+
+STOP_WORKLOAD_ARGSINFO = {
+    'grace': {'description': 'seconds between SIGTERM and SIGKILL '
+              '(default %d)' % workload.DEFAULT_GRACE, 'required': False},
+}
+
+
+def _step(name, argsinfo=None):
+    step = {'step': name, 'priority': 0, 'interface': 'deploy',
+            'reboot_requested': False, 'abortable': False}
+    if argsinfo:
+        step['argsinfo'] = argsinfo
+    return step
+
+
+class BmcContainerHardwareManager(hardware.HardwareManager):
+    """Stage a container rootfs in RAM and run its workload."""
+
+    HARDWARE_MANAGER_NAME = 'BmcContainerHardwareManager'
+    HARDWARE_MANAGER_VERSION = '1.1'
+
+    def __init__(self):
+        super().__init__()
+        self._supervisor = None
+
+    def evaluate_hardware_support(self):
+        # Every machine can run a container; nothing to detect.  The level
+        # only orders dispatch: this manager implements no inventory
+        # method, so those still reach the generic manager.
+        return hardware.HardwareSupport.SERVICE_PROVIDER
+
+    @property
+    def supervisor(self):
+        if self._supervisor is None:
+            self._supervisor = workload.Supervisor()
+        return self._supervisor
+
+    def _steps(self):
+        return [
+            _step(protocol.STEP_STAGE_ROOTFS, STAGE_ROOTFS_ARGSINFO),
+            _step(protocol.STEP_START_WORKLOAD, START_WORKLOAD_ARGSINFO),
+            _step(protocol.STEP_WORKLOAD_STATUS),
+            _step(protocol.STEP_STOP_WORKLOAD, STOP_WORKLOAD_ARGSINFO),
+            _step(protocol.STEP_APPLY_TUNABLES,
+                  steps_tunables.APPLY_TUNABLES_ARGSINFO),
+            _step(protocol.STEP_NOISE_PROBE,
+                  steps_tunables.NOISE_PROBE_ARGSINFO),
+        ]
+
+    def get_deploy_steps(self, node, ports):
+        return self._steps()
+
+    def get_service_steps(self, node, ports):
+        return self._steps()
+
+    # -- steps -------------------------------------------------------------
+
+    def bmc_stage_rootfs(self, node, ports, url=None, digest=None,
+                         format=None, size=None,
+                         rootfs=protocol.ROOTFS_RAMFS, measure_link=False,
+                         **kwargs):
+        """Download, verify and mount the rootfs (protocol step)."""
+        if self.supervisor.status()['state'] == 'running':
+            raise errors.DeploymentError(
+                '%s: a workload is running; stop it before staging a new '
+                'rootfs' % protocol.STEP_STAGE_ROOTFS)
+        try:
+            staging.validate(url, digest, format, size, rootfs)
+            current = staging.load()
+            if current:
+                LOG.info('Replacing the rootfs staged before (%s)',
+                         current.get('digest'))
+                staging.teardown()
+            raw = staging.measure_raw_transfer(url) if measure_link else None
+            result = staging.Staging().stage(url, digest, format, size,
+                                             rootfs)
+            if raw:
+                result['timings']['raw_transfer'] = raw[0]
+            return result
+        except staging.StagingError as exc:
+            raise errors.DeploymentError(
+                '%s: %s' % (protocol.STEP_STAGE_ROOTFS, exc)) from exc
+
+    def bmc_start_workload(self, node, ports, command=None, env=None,
+                           workdir=None, user=None,
+                           mode=protocol.MODE_JOB, **kwargs):
+        """Start the workload in the staged root (protocol step)."""
+        staged = staging.load()
+        try:
+            if not staged:
+                raise workload.WorkloadError('no rootfs staged: run %s first'
+                                             % protocol.STEP_STAGE_ROOTFS)
+            return self.supervisor.start(staged['root'], command, env=env,
+                                         workdir=workdir, user=user,
+                                         mode=mode)
+        except workload.WorkloadError as exc:
+            raise errors.DeploymentError(
+                '%s: %s' % (protocol.STEP_START_WORKLOAD, exc)) from exc
+
+    def bmc_workload_status(self, node, ports, **kwargs):
+        """Report the workload state (protocol step)."""
+        return self.supervisor.status()
+
+    def bmc_stop_workload(self, node, ports, grace=workload.DEFAULT_GRACE,
+                          **kwargs):
+        """Stop the workload: SIGTERM, then SIGKILL (protocol step)."""
+        try:
+            return self.supervisor.stop(grace)
+        except workload.WorkloadError as exc:
+            raise errors.DeploymentError(
+                '%s: %s' % (protocol.STEP_STOP_WORKLOAD, exc)) from exc
+
+    def bmc_apply_tunables(self, node, ports, tunables=None, strict=False,
+                           **kwargs):
+        """Apply run-time tunables, verify boot-time ones (protocol step)."""
+        return steps_tunables.bmc_apply_tunables(node, ports, tunables,
+                                                 strict=strict)
+
+    def bmc_noise_probe(self, node, ports, cpus=None, duration=None,
+                        threshold_us=None, **kwargs):
+        """Measure OS noise on each CPU (protocol step)."""
+        if self.supervisor.status()['state'] == 'running':
+            raise errors.DeploymentError(
+                '%s: a workload is running; the probe would compete with it '
+                'for the CPUs' % protocol.STEP_NOISE_PROBE)
+        return steps_tunables.bmc_noise_probe(
+            node, ports, cpus=cpus, duration=duration,
+            threshold_us=threshold_us)
+
+
+#: Alias for the name the design used first; the class name stays unique.
+ContainerHardwareManager = BmcContainerHardwareManager

@@ -1,0 +1,229 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import unittest
+from unittest import mock
+
+from ironic_python_agent import errors, hardware
+
+from ipa_hardware_manager import manager, rootfs, steps_tunables, workload
+from bmc_common import protocol
+
+DIGEST = 'sha256:' + 'a' * 64
+NODE = {'uuid': 'node-1', 'instance_info': {}}
+
+
+class StepsTest(unittest.TestCase):
+    def setUp(self):
+        self.hwm = manager.BmcContainerHardwareManager()
+
+    def test_support(self):
+        self.assertEqual(hardware.HardwareSupport.SERVICE_PROVIDER,
+                         self.hwm.evaluate_hardware_support())
+
+    def test_name_differs_from_ipa_container_manager(self):
+        # IPA 13 ships ironic_python_agent.hardware_managers.container.
+        # ContainerHardwareManager; IPA keys step lists by class name.
+        self.assertNotEqual('ContainerHardwareManager',
+                            manager.BmcContainerHardwareManager.__name__)
+        self.assertEqual('BmcContainerHardwareManager',
+                         self.hwm.get_version()['name'])
+        self.assertIs(manager.ContainerHardwareManager,
+                      manager.BmcContainerHardwareManager)
+
+    def test_deploy_steps(self):
+        steps = self.hwm.get_deploy_steps(NODE, [])
+        self.assertEqual([protocol.STEP_STAGE_ROOTFS,
+                          protocol.STEP_START_WORKLOAD,
+                          protocol.STEP_WORKLOAD_STATUS,
+                          protocol.STEP_STOP_WORKLOAD,
+                          protocol.STEP_APPLY_TUNABLES,
+                          protocol.STEP_NOISE_PROBE],
+                         [s['step'] for s in steps])
+        for step in steps:
+            self.assertEqual(0, step['priority'])
+            self.assertEqual('deploy', step['interface'])
+            self.assertTrue(callable(getattr(self.hwm, step['step'])))
+        by_name = {s['step']: s for s in steps}
+        required = {k for k, v in by_name[protocol.STEP_STAGE_ROOTFS][
+            'argsinfo'].items() if v['required']}
+        self.assertEqual({'url', 'digest', 'format'}, required)
+        self.assertEqual({'command', 'env', 'workdir', 'user', 'mode'},
+                         set(by_name[protocol.STEP_START_WORKLOAD][
+                             'argsinfo']))
+        self.assertNotIn('argsinfo', by_name[protocol.STEP_WORKLOAD_STATUS])
+
+    def test_service_steps_same(self):
+        self.assertEqual(self.hwm.get_deploy_steps(NODE, []),
+                         self.hwm.get_service_steps(NODE, []))
+
+    def test_inventory_falls_through(self):
+        # We implement no inventory: IPA must go on to the generic manager.
+        self.assertRaises(errors.IncompatibleHardwareMethodError,
+                          self.hwm.get_cpus)
+        self.assertRaises(errors.IncompatibleHardwareMethodError,
+                          self.hwm.list_hardware_info)
+
+
+class StageRootfsStepTest(unittest.TestCase):
+    def setUp(self):
+        self.hwm = manager.BmcContainerHardwareManager()
+        self.hwm._supervisor = mock.Mock(spec=workload.Supervisor)
+        self.hwm._supervisor.status.return_value = {'state': 'absent'}
+
+    @mock.patch.object(rootfs, 'load', autospec=True, return_value=None)
+    @mock.patch.object(rootfs.Staging, 'stage', autospec=True)
+    def test_args_map_to_staging(self, mock_stage, mock_load):
+        mock_stage.return_value = {'root': '/var/lib/bmc/root',
+                                   'stages': []}
+        # As IPA calls it: node, ports, then the step args as kwargs.
+        result = self.hwm.bmc_stage_rootfs(
+            NODE, [], url='http://h/a.erofs', digest=DIGEST,
+            format='erofs', size=123, rootfs='ramfs')
+        self.assertEqual('/var/lib/bmc/root', result['root'])
+        mock_stage.assert_called_once_with(
+            mock.ANY, 'http://h/a.erofs', DIGEST, 'erofs', 123, 'ramfs')
+
+    @mock.patch.object(rootfs, 'teardown', autospec=True)
+    @mock.patch.object(rootfs, 'load', autospec=True)
+    @mock.patch.object(rootfs.Staging, 'stage', autospec=True)
+    def test_replaces_previous(self, mock_stage, mock_load, mock_teardown):
+        mock_load.return_value = {'digest': 'sha256:' + 'b' * 64}
+        self.hwm.bmc_stage_rootfs(NODE, [], url='http://h/a', digest=DIGEST,
+                                  format='tar')
+        mock_teardown.assert_called_once_with()
+        mock_stage.assert_called_once_with(mock.ANY, 'http://h/a', DIGEST,
+                                           'tar', None, 'ramfs')
+
+    @mock.patch.object(rootfs.Staging, 'stage', autospec=True)
+    def test_bad_format_is_deployment_error(self, mock_stage):
+        with self.assertRaisesRegex(errors.DeploymentError,
+                                    'bmc_stage_rootfs: unknown artifact '
+                                    'format .ext4'):
+            self.hwm.bmc_stage_rootfs(NODE, [], url='http://h/a',
+                                      digest=DIGEST, format='ext4')
+        mock_stage.assert_not_called()
+
+    def test_missing_args(self):
+        self.assertRaises(errors.DeploymentError, self.hwm.bmc_stage_rootfs,
+                          NODE, [])
+
+    @mock.patch.object(rootfs.Staging, 'stage', autospec=True)
+    def test_refused_while_running(self, mock_stage):
+        self.hwm._supervisor.status.return_value = {'state': 'running'}
+        self.assertRaisesRegex(errors.DeploymentError, 'workload is running',
+                               self.hwm.bmc_stage_rootfs, NODE, [],
+                               url='http://h/a', digest=DIGEST,
+                               format='erofs')
+        mock_stage.assert_not_called()
+
+    @mock.patch.object(rootfs, 'load', autospec=True, return_value=None)
+    @mock.patch.object(rootfs.Staging, 'stage', autospec=True)
+    def test_staging_error_is_deployment_error(self, mock_stage, mock_load):
+        mock_stage.side_effect = rootfs.StagingError('download failed')
+        self.assertRaisesRegex(errors.DeploymentError,
+                               'bmc_stage_rootfs: download failed',
+                               self.hwm.bmc_stage_rootfs, NODE, [],
+                               url='http://h/a', digest=DIGEST,
+                               format='erofs')
+
+
+class WorkloadStepsTest(unittest.TestCase):
+    def setUp(self):
+        self.hwm = manager.BmcContainerHardwareManager()
+        self.sup = self.hwm._supervisor = mock.Mock(spec=workload.Supervisor)
+
+    @mock.patch.object(rootfs, 'load', autospec=True)
+    def test_start(self, mock_load):
+        mock_load.return_value = {'root': '/var/lib/bmc/root'}
+        self.sup.start.return_value = {'pid': 42, 'started': 1.0}
+        result = self.hwm.bmc_start_workload(
+            NODE, [], command=['redis-server'], env={'A': 'b'},
+            workdir='/data', user='redis', mode='service')
+        self.assertEqual({'pid': 42, 'started': 1.0}, result)
+        self.sup.start.assert_called_once_with(
+            '/var/lib/bmc/root', ['redis-server'], env={'A': 'b'},
+            workdir='/data', user='redis', mode='service')
+
+    @mock.patch.object(rootfs, 'load', autospec=True, return_value=None)
+    def test_start_without_rootfs(self, mock_load):
+        self.assertRaisesRegex(errors.DeploymentError,
+                               'no rootfs staged: run bmc_stage_rootfs',
+                               self.hwm.bmc_start_workload, NODE, [],
+                               command=['true'])
+        self.sup.start.assert_not_called()
+
+    @mock.patch.object(rootfs, 'load', autospec=True)
+    def test_start_error(self, mock_load):
+        mock_load.return_value = {'root': '/r'}
+        self.sup.start.side_effect = workload.WorkloadError('bad user')
+        self.assertRaisesRegex(errors.DeploymentError,
+                               'bmc_start_workload: bad user',
+                               self.hwm.bmc_start_workload, NODE, [],
+                               command=['true'])
+
+    def test_status(self):
+        self.sup.status.return_value = {'state': 'absent'}
+        self.assertEqual({'state': 'absent'},
+                         self.hwm.bmc_workload_status(NODE, []))
+
+    def test_stop(self):
+        self.sup.stop.return_value = {'state': 'exited'}
+        self.assertEqual({'state': 'exited'},
+                         self.hwm.bmc_stop_workload(NODE, [], grace=3))
+        self.sup.stop.assert_called_once_with(3)
+
+
+class DispatchTest(unittest.TestCase):
+    """The steps as IPA's deploy extension dispatches them."""
+
+    def test_dispatch_to_managers(self):
+        hwm = manager.BmcContainerHardwareManager()
+        hwm._supervisor = mock.Mock(spec=workload.Supervisor)
+        hwm._supervisor.status.return_value = {'state': 'absent',
+                                               'exit_code': None}
+        generic = hardware.GenericHardwareManager()
+        with mock.patch.object(hardware, 'get_managers',
+                               return_value=[hwm, generic]):
+            self.assertEqual({'state': 'absent', 'exit_code': None},
+                             hardware.dispatch_to_managers(
+                                 protocol.STEP_WORKLOAD_STATUS, NODE, []))
+
+
+class TunablesStepsTest(unittest.TestCase):
+    def setUp(self):
+        self.hwm = manager.BmcContainerHardwareManager()
+
+    @mock.patch.object(steps_tunables, 'bmc_apply_tunables', autospec=True)
+    def test_apply_tunables(self, mock_apply):
+        result = self.hwm.bmc_apply_tunables(NODE, [], tunables={'thp': 'x'},
+                                             strict=True)
+        mock_apply.assert_called_once_with(NODE, [], {'thp': 'x'},
+                                           strict=True)
+        self.assertIs(mock_apply.return_value, result)
+
+    @mock.patch.object(steps_tunables, 'bmc_noise_probe', autospec=True)
+    def test_noise_probe(self, mock_probe):
+        with mock.patch.object(workload.Supervisor, 'status',
+                               return_value={'state': 'exited'}):
+            self.hwm.bmc_noise_probe(NODE, [], cpus='1', duration=2)
+        mock_probe.assert_called_once_with(NODE, [], cpus='1', duration=2,
+                                           threshold_us=None)
+
+    @mock.patch.object(steps_tunables, 'bmc_noise_probe', autospec=True)
+    def test_noise_probe_refused_while_running(self, mock_probe):
+        with mock.patch.object(workload.Supervisor, 'status',
+                               return_value={'state': 'running'}):
+            self.assertRaisesRegex(errors.DeploymentError,
+                                   'bmc_noise_probe: a workload is running',
+                                   self.hwm.bmc_noise_probe, NODE, [])
+        mock_probe.assert_not_called()

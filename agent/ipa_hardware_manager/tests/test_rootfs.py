@@ -1,0 +1,306 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import hashlib
+import http.server
+import os
+import tempfile
+import threading
+import unittest
+from unittest import mock
+
+from ipa_hardware_manager import rootfs
+from bmc_common import protocol
+
+PAYLOAD = b'not really an erofs image\n' * 1000
+DIGEST = 'sha256:' + hashlib.sha256(PAYLOAD).hexdigest()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == '/truncated.img':
+            # Promises more than it sends, then closes: a dropped link.
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(PAYLOAD) * 2))
+            self.end_headers()
+            self.wfile.write(PAYLOAD)
+            self.close_connection = True
+            return
+        if self.path != '/rootfs.img':
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(PAYLOAD)))
+        self.end_headers()
+        self.wfile.write(PAYLOAD)
+
+    def log_message(self, *args):
+        pass
+
+
+class HttpTestCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0),
+                                                     _Handler)
+        cls.url = 'http://127.0.0.1:%d/rootfs.img' % cls.server.server_port
+        cls.thread = threading.Thread(target=cls.server.serve_forever,
+                                      daemon=True)
+        cls.thread.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.shutdown()
+        cls.server.server_close()
+
+
+class ValidateTest(unittest.TestCase):
+    def test_ok(self):
+        self.assertEqual(DIGEST.split(':')[1], rootfs.validate(
+            'http://x/a', DIGEST, 'erofs', '12', 'ramfs'))
+
+    def _bad(self, message, **kw):
+        args = {'url': 'http://x/a', 'digest': DIGEST, 'fmt': 'erofs',
+                'size': None, 'rootfs': protocol.ROOTFS_RAMFS}
+        args.update(kw)
+        with self.assertRaisesRegex(rootfs.StagingError, message):
+            rootfs.validate(**args)
+
+    def test_unknown_format(self):
+        self._bad('unknown artifact format .qcow2', fmt='qcow2')
+
+    def test_unknown_mode(self):
+        self._bad('unknown rootfs mode', rootfs='floppy')
+
+    def test_unsupported_mode(self):
+        self._bad("rootfs mode 'nfs' is not supported", rootfs='nfs')
+
+    def test_bad_digest(self):
+        self._bad('digest must be', digest='md5:abc')
+        self._bad('digest must be', digest=None)
+
+    def test_bad_url(self):
+        self._bad('must be http', url='ftp://x/a')
+
+    def test_bad_size(self):
+        self._bad('size must be an integer', size='big')
+        self._bad('must not be negative', size=-1)
+
+
+class DownloadTest(HttpTestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dest = os.path.join(self.tmp.name, 'artifact')
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_ok(self):
+        n = rootfs.download(self.url, self.dest, DIGEST.split(':')[1],
+                            len(PAYLOAD))
+        self.assertEqual(len(PAYLOAD), n)
+        with open(self.dest, 'rb') as f:
+            self.assertEqual(PAYLOAD, f.read())
+
+    @mock.patch.object(rootfs, 'QUEUE_CHUNKS', 2)
+    @mock.patch.object(rootfs, 'CHUNK', 1000)
+    def test_many_chunks_through_a_small_queue(self):
+        timings = {}
+        n = rootfs.download(self.url, self.dest, DIGEST.split(':')[1],
+                            len(PAYLOAD), timings=timings)
+        self.assertEqual(len(PAYLOAD), n)
+        with open(self.dest, 'rb') as f:
+            self.assertEqual(PAYLOAD, f.read())
+        self.assertEqual({'hash', 'write'}, set(timings))
+        self.assertTrue(all(v >= 0 for v in timings.values()))
+        self.assertFalse([t for t in threading.enumerate()
+                          if t.name == 'bmc-rootfs-reader'])
+
+    @mock.patch.object(rootfs, 'CHUNK', 1000)
+    def test_link_dropped_midway(self):
+        url = self.url.replace('/rootfs.img', '/truncated.img')
+        with self.assertRaisesRegex(rootfs.StagingError,
+                                    'download of .*truncated.img failed '
+                                    'after %d bytes' % len(PAYLOAD)):
+            rootfs.download(url, self.dest, DIGEST.split(':')[1])
+        self.assertFalse([t for t in threading.enumerate()
+                          if t.name == 'bmc-rootfs-reader'])
+
+    @mock.patch.object(rootfs, 'QUEUE_CHUNKS', 1)
+    @mock.patch.object(rootfs, 'CHUNK', 100)
+    def test_write_error_stops_the_reader(self):
+        with mock.patch('builtins.open', side_effect=OSError(28, 'No '
+                                                             'space left')):
+            with self.assertRaisesRegex(rootfs.StagingError,
+                                        'No space left'):
+                rootfs.download(self.url, self.dest, DIGEST.split(':')[1])
+        self.assertFalse([t for t in threading.enumerate()
+                          if t.name == 'bmc-rootfs-reader'])
+
+    def test_digest_mismatch(self):
+        with self.assertRaisesRegex(rootfs.StagingError,
+                                    'expected sha256:' + '0' * 64):
+            rootfs.download(self.url, self.dest, '0' * 64)
+
+    def test_size_mismatch(self):
+        with self.assertRaisesRegex(rootfs.StagingError, 'expected 5'):
+            rootfs.download(self.url, self.dest, DIGEST.split(':')[1], 5)
+
+    def test_http_error(self):
+        with self.assertRaisesRegex(rootfs.StagingError, '404'):
+            rootfs.download(self.url + '.missing', self.dest, '0' * 64)
+
+
+@mock.patch.object(rootfs, '_ensure_filesystem', autospec=True)
+@mock.patch.object(rootfs, '_run', autospec=True)
+class StageTest(HttpTestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.base = os.path.join(self.tmp.name, 'bmc')
+        os.makedirs(os.path.join(self.tmp.name, 'etc'))
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def _mount_calls(self, mock_run):
+        return [c.args for c in mock_run.call_args_list
+                if c.args[0] == 'mount']
+
+    def test_erofs(self, mock_run, mock_fs):
+        staging = rootfs.Staging(self.base)
+        result = staging.stage(self.url, DIGEST, 'erofs', len(PAYLOAD))
+        root = os.path.join(self.base, 'root')
+        self.assertEqual(root, result['root'])
+        self.assertEqual(len(PAYLOAD), result['bytes'])
+        self.assertEqual(['download', 'hash', 'mount', 'write'],
+                         sorted(result['timings']))
+        self.assertEqual([protocol.STAGE_ROOTFS_STAGED],
+                         [s['name'] for s in result['stages']])
+        mock_fs.assert_has_calls([mock.call('erofs'),
+                                  mock.call('overlay')])
+        mounts = self._mount_calls(mock_run)
+        self.assertEqual(('mount', '-t', 'tmpfs'), mounts[0][:3])
+        self.assertEqual(self.base, mounts[0][-1])
+        self.assertEqual(('mount', '-t', 'erofs', '-o', 'ro,loop',
+                          os.path.join(self.base, 'artifact.erofs'),
+                          os.path.join(self.base, 'lower')), mounts[1])
+        self.assertEqual('overlay', mounts[2][2])
+        self.assertIn('upperdir=%s/upper' % self.base, mounts[2][4])
+        binds = [m[-1] for m in mounts[3:]]
+        self.assertEqual([os.path.join(root, d) for d in rootfs.BINDS],
+                         binds)
+        # The record lets a later step find the root and undo it.
+        record = rootfs.load(self.base)
+        self.assertEqual(root, record['root'])
+        self.assertEqual(3 + len(rootfs.BINDS), len(record["mounts"]))
+
+    def test_squashfs(self, mock_run, mock_fs):
+        rootfs.Staging(self.base).stage(self.url, DIGEST, 'squashfs')
+        self.assertEqual('squashfs', self._mount_calls(mock_run)[1][2])
+
+    def test_tar(self, mock_run, mock_fs):
+        rootfs.Staging(self.base).stage(self.url, DIGEST, 'tar')
+        mock_fs.assert_not_called()
+        tar = [c.args for c in mock_run.call_args_list
+               if c.args[0] == 'tar']
+        self.assertEqual(1, len(tar))
+        self.assertIn(os.path.join(self.base, 'root'), tar[0])
+        # the tarball is removed once unpacked: it would double the RAM
+        self.assertFalse(os.path.exists(os.path.join(self.base,
+                                                     'artifact.tar')))
+        mounts = self._mount_calls(mock_run)
+        self.assertEqual(1 + len(rootfs.BINDS), len(mounts))
+
+    def test_failure_unmounts_everything(self, mock_run, mock_fs):
+        def run(*cmd):
+            if cmd[0] == 'mount' and cmd[1] == '--bind' and cmd[2] == '/sys':
+                raise rootfs.StagingError('boom')
+            return ''
+        mock_run.side_effect = run
+        staging = rootfs.Staging(self.base)
+        with self.assertRaisesRegex(rootfs.StagingError, 'boom'):
+            staging.stage(self.url, DIGEST, 'erofs')
+        umounts = [c.args[-1] for c in mock_run.call_args_list
+                   if c.args[0] == 'umount']
+        root = os.path.join(self.base, 'root')
+        self.assertEqual([os.path.join(root, 'proc'), root,
+                          os.path.join(self.base, 'lower'), self.base],
+                         umounts)
+        self.assertEqual([], staging.mounts)
+
+    def test_bad_digest_unmounts_tmpfs(self, mock_run, mock_fs):
+        with self.assertRaisesRegex(rootfs.StagingError, 'has digest'):
+            rootfs.Staging(self.base).stage(self.url, 'sha256:' + 'a' * 64,
+                                            'erofs')
+        umounts = [c.args[-1] for c in mock_run.call_args_list
+                   if c.args[0] == 'umount']
+        self.assertEqual([self.base], umounts)
+
+    def test_refuses_before_touching_anything(self, mock_run, mock_fs):
+        with self.assertRaisesRegex(rootfs.StagingError, 'unknown artifact'):
+            rootfs.Staging(self.base).stage(self.url, DIGEST, 'zip')
+        mock_run.assert_not_called()
+
+    def test_teardown_from_record(self, mock_run, mock_fs):
+        rootfs.Staging(self.base).stage(self.url, DIGEST, 'erofs')
+        mock_run.reset_mock()
+        self.assertTrue(rootfs.teardown(self.base))
+        umounts = [c.args[-1] for c in mock_run.call_args_list]
+        self.assertEqual(3 + len(rootfs.BINDS), len(umounts))
+        self.assertEqual(self.base, umounts[-1])
+
+    def test_lazy_unmount_fallback(self, mock_run, mock_fs):
+        staging = rootfs.Staging(self.base)
+        staging.mounts = ['/a']
+
+        def run(*cmd):
+            if cmd == ('umount', '/a'):
+                raise rootfs.StagingError('busy')
+            return ''
+        mock_run.side_effect = run
+        staging.teardown()
+        mock_run.assert_called_with('umount', '-l', '/a')
+
+
+class EnsureFilesystemTest(unittest.TestCase):
+    @mock.patch.object(rootfs, '_run', autospec=True)
+    def test_loads_missing_module(self, mock_run):
+        with mock.patch('builtins.open',
+                        mock.mock_open(read_data='nodev\tproc\n\text4\n')):
+            rootfs._ensure_filesystem('erofs')
+        mock_run.assert_called_once_with('modprobe', 'erofs')
+
+    @mock.patch.object(rootfs, '_run', autospec=True)
+    def test_known(self, mock_run):
+        with mock.patch('builtins.open',
+                        mock.mock_open(read_data='nodev\toverlay\n')):
+            rootfs._ensure_filesystem('overlay')
+        mock_run.assert_not_called()
+
+    @mock.patch.object(rootfs, '_run', autospec=True)
+    def test_module_missing(self, mock_run):
+        mock_run.side_effect = rootfs.StagingError('modprobe failed')
+        with mock.patch('builtins.open',
+                        mock.mock_open(read_data='nodev\tproc\n')), \
+                self.assertRaisesRegex(rootfs.StagingError,
+                                       'no squashfs support'):
+            rootfs._ensure_filesystem('squashfs')
+
+
+class RunTest(unittest.TestCase):
+    def test_error_carries_stderr(self):
+        with self.assertRaisesRegex(rootfs.StagingError, 'exit 3.*oops'):
+            rootfs._run('sh', '-c', 'echo oops >&2; exit 3')
+
+    def test_missing_binary(self):
+        with self.assertRaisesRegex(rootfs.StagingError, 'cannot run'):
+            rootfs._run('/nonexistent/binary')

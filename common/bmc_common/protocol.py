@@ -1,0 +1,164 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The boot protocol between the conductor plugin and the node side.
+
+This is the one place that names what crosses from ``ironic_bmc`` (the
+conductor) to the node (the IPA hardware manager in
+``ipa_hardware_manager``, or any initrd that follows the protocol):
+artifact formats, the in-band step names and their arguments, kernel
+arguments, and the fields of the run report.
+
+It must stay importable with the standard library only: the agent ramdisk
+installs this package without the conductor's dependencies.
+"""
+
+# --- rootfs artifacts --------------------------------------------------------
+
+#: A read-only EROFS image, mounted from RAM with a tmpfs overlay on top.
+FORMAT_EROFS = 'erofs'
+#: A read-only squashfs image, mounted from RAM with a tmpfs overlay.
+FORMAT_SQUASHFS = 'squashfs'
+#: An uncompressed tarball, unpacked into tmpfs (the slow baseline).
+FORMAT_TAR = 'tar'
+ARTIFACT_FORMATS = (FORMAT_EROFS, FORMAT_SQUASHFS, FORMAT_TAR)
+
+# --- instance_info keys (the user contract) ----------------------------------
+
+II_IMAGE = 'container_image'
+II_ROOTFS = 'container_rootfs'
+II_COMMAND = 'container_command'
+II_ENV = 'container_env'
+II_MODE = 'container_mode'
+II_TUNABLES = 'container_tunables'
+#: Run the OS-noise probe before and after the tunables: seconds per run.
+II_NOISE_PROBE = 'container_noise_probe'
+#: Diagnostic: the agent first times a plain transfer of the artifact.
+II_MEASURE_LINK = 'container_measure_link'
+
+ROOTFS_RAMFS = 'ramfs'
+ROOTFS_NFS = 'nfs'
+ROOTFS_STREAM = 'stream'
+ROOTFS_MODES = (ROOTFS_RAMFS, ROOTFS_NFS, ROOTFS_STREAM)
+#: Modes the node side can bring up today.
+ROOTFS_MODES_SUPPORTED = (ROOTFS_RAMFS,)
+
+MODE_SERVICE = 'service'
+MODE_JOB = 'job'
+WORKLOAD_MODES = (MODE_SERVICE, MODE_JOB)
+
+# --- in-band steps run by the agent ------------------------------------------
+# All of them are deploy steps of the ``deploy`` interface in IPA terms,
+# priority 0 on the agent side: the conductor asks for them explicitly.
+
+STEP_STAGE_ROOTFS = 'bmc_stage_rootfs'
+"""Stage the rootfs artifact.
+
+args: ``url`` (HTTP URL of the artifact), ``digest`` (``sha256:<hex>``),
+``format`` (one of ARTIFACT_FORMATS), ``size`` (bytes), ``rootfs`` (one of
+ROOTFS_MODES), ``measure_link`` (bool, diagnostic).  Returns ``{"root":
+<path>, "bytes": int, "timings": {"download", "mount"[, "raw_transfer"]},
+"stages": [...]}`` (seconds).
+"""
+
+STEP_START_WORKLOAD = 'bmc_start_workload'
+"""Start the workload in the staged root.
+
+args: ``command`` (list of str, required), ``env`` (dict), ``workdir``
+(str), ``user`` (``uid[:gid]`` or name), ``mode`` (one of WORKLOAD_MODES).
+Returns ``{"pid": int, "started": float}``.
+"""
+
+STEP_WORKLOAD_STATUS = 'bmc_workload_status'
+"""Report the workload state; no args.
+
+Returns ``{"state": "running"|"exited"|"absent", "exit_code": int|None,
+"output_tail": str, "stages": [...]}``.
+"""
+
+STEP_STOP_WORKLOAD = 'bmc_stop_workload'
+"""Stop the workload (SIGTERM, then SIGKILL after ``grace`` seconds)."""
+
+STEP_APPLY_TUNABLES = 'bmc_apply_tunables'
+"""Apply run-time kernel tunables, check boot-time ones, read all back.
+
+args: ``tunables`` (dict of knobs, see bmc_common.tunables.schema).
+Returns ``{"tunables": {knob: {"requested", "previous", "actual", "ok",
+"supported"[, "reason"][, "error"]}}, "stages": [tunables-applied]}``.
+"""
+
+STEP_NOISE_PROBE = 'bmc_noise_probe'
+"""Measure OS noise on CPUs with a fixed-work loop; args ``cpus``,
+``duration``, ``threshold_us``."""
+
+# --- kernel arguments --------------------------------------------------------
+# For initrds that follow the protocol without the agent (minimal busybox
+# initrd).  The IPA-based ramdisk receives the same values as step args.
+
+KARG_ARTIFACT_URL = 'bmc.rootfs_url'
+KARG_ARTIFACT_DIGEST = 'bmc.rootfs_digest'
+KARG_ARTIFACT_FORMAT = 'bmc.rootfs_format'
+KARG_ROOTFS_MODE = 'bmc.rootfs'
+
+# --- run report --------------------------------------------------------------
+
+REPORT_VERSION = 1
+
+# Stage names, in the order they happen.
+STAGE_ARTIFACT_READY = 'artifact-ready'
+STAGE_POWER_ON = 'power-on'
+STAGE_BOOT_FILES_FETCHED = 'boot-files-fetched'
+STAGE_AGENT_UP = 'agent-up'
+STAGE_TUNABLES_APPLIED = 'tunables-applied'
+STAGE_ROOTFS_STAGED = 'rootfs-staged'
+STAGE_WORKLOAD_STARTED = 'workload-started'
+STAGE_WORKLOAD_EXITED = 'workload-exited'
+STAGE_POWERED_OFF = 'powered-off'
+STAGES = (STAGE_ARTIFACT_READY, STAGE_POWER_ON, STAGE_BOOT_FILES_FETCHED,
+          STAGE_AGENT_UP, STAGE_TUNABLES_APPLIED, STAGE_ROOTFS_STAGED,
+          STAGE_WORKLOAD_STARTED, STAGE_WORKLOAD_EXITED, STAGE_POWERED_OFF)
+
+#: How much of the workload's combined stdout/stderr the report keeps.
+OUTPUT_TAIL_BYTES = 4096
+
+
+def stage(name, start, end):
+    """One entry of a report's ``stages`` list (times: UNIX seconds)."""
+    if name not in STAGES:
+        raise ValueError('unknown stage %r' % name)
+    return {'name': name, 'start': round(start, 3), 'end': round(end, 3)}
+
+
+def format_kernel_args(args):
+    """Render a dict of protocol kernel arguments, sorted, space separated.
+
+    Values must not contain whitespace; the protocol values are URLs,
+    digests and names, so a value with whitespace is a caller bug.
+    """
+    parts = []
+    for key in sorted(args):
+        value = str(args[key])
+        if not value or any(c.isspace() for c in value):
+            raise ValueError('kernel argument %s has an empty value or '
+                             'whitespace: %r' % (key, value))
+        parts.append('%s=%s' % (key, value))
+    return ' '.join(parts)
+
+
+def parse_kernel_args(cmdline):
+    """Return the protocol arguments (``bmc.*``) found in a command line."""
+    found = {}
+    for word in cmdline.split():
+        key, sep, value = word.partition('=')
+        if sep and key.startswith('bmc.'):
+            found[key] = value
+    return found

@@ -1,0 +1,181 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``bmc-lab bench``: time a container deploy against the physical limits.
+
+Same lab, same node, same content (~200 MB, ~10k files of the host's own
+/usr, plus busybox), same workload (``/bin/true``):
+
+* a container deploy in job mode, timing T_ready (deploy request to
+  workload started) and rootfs staging against a plain HTTP transfer of
+  the same artifact bytes measured by the agent on the node;
+* Ironic's ``direct`` deploy of the same content as a whole-disk image
+  (:mod:`bmc_lab.diskimage`): agent boot, image written to disk,
+  reboot from disk, workload started by the OS on the disk.
+
+Prints a table, then one JSON line.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import time
+
+from bmc_lab import agent
+from bmc_lab import container_job
+from bmc_lab import direct_job
+from bmc_lab import ociimage
+from bmc_common import protocol
+
+#: Host directories copied into the benchmark image (hard links).
+CONTENT_DIRS = ('/usr/share/locale', '/usr/lib/python3', '/usr/share/perl',
+                '/usr/share/zoneinfo')
+BENCH_REPO = 'bmc/bench-rootfs'
+WORKLOAD = '/bin/true'
+MiB = 1024 * 1024
+
+
+def build_tree(path):
+    container_job.build_demo_tree(path)
+    for src in CONTENT_DIRS:
+        if os.path.isdir(src):
+            dest = os.path.join(path, src.lstrip('/'))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copytree(src, dest, symlinks=True,
+                            copy_function=os.link)
+    files = size = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in filenames + dirnames:
+            files += 1
+            st = os.lstat(os.path.join(dirpath, name))
+            size += st.st_size if not os.path.islink(
+                os.path.join(dirpath, name)) else 0
+    return files, size
+
+
+def _stage(report, name):
+    return next((s for s in report['stages'] if s['name'] == name), None)
+
+
+def run_container(settings, image, out):
+    t0 = time.time()
+    container_job.deploy(settings, image, mode=protocol.MODE_JOB,
+                         extra={protocol.II_MEASURE_LINK: 'true'}, out=out)
+    report = container_job.wait_report(settings)
+    container_job.undeploy(settings)
+    started = _stage(report, protocol.STAGE_WORKLOAD_STARTED)
+    return t0, report, started['end'] - t0
+
+
+def run(settings, out=print):
+    agent.ensure(settings, out=out)
+    with tempfile.TemporaryDirectory(dir='/var/tmp') as tmp:
+        tree = os.path.join(tmp, 'root')
+        os.makedirs(tree)
+        nfiles, nbytes = build_tree(tree)
+        out('Benchmark content: %d files, %.0f MB' % (nfiles, nbytes / 1e6))
+        image = ociimage.build_image([ociimage.entries_from_dir(tree)],
+                                     cmd=[WORKLOAD], env=['PATH=/bin'])
+        ociimage.Pusher(settings.registry_address).push_image(
+            BENCH_REPO, '1', image)
+        ref = '%s/%s:1' % (settings.registry_address, BENCH_REPO)
+        disk = direct_job.build_image(settings, tree, WORKLOAD)
+    try:
+        _t0, report, t_ready = run_container(settings, ref, out)
+        direct = direct_job.run(settings, disk, out=out)
+    finally:
+        os.unlink(disk['path'])
+    return summarize(report, t_ready, nfiles, nbytes, direct,
+                     disk['size'])
+
+
+def summarize(report, t_ready, nfiles, nbytes, direct, disk_size):
+    staging = report.get('staging') or {}
+    stage_s = (staging.get('download_s') or 0) + (staging.get('mount_s')
+                                                  or 0)
+    raw = staging.get('raw_transfer_s')
+    result = {
+        'content_files': nfiles,
+        'content_mb': round(nbytes / 1e6, 1),
+        'artifact_mb': round(report['artifact']['size'] / 1e6, 1),
+        'artifact_format': report['artifact']['format'],
+        't_ready_container_s': round(t_ready, 2),
+        'stages': {s['name']: round(s['end'] - s['start'], 2)
+                   for s in report['stages']},
+        'staging_s': round(stage_s, 3),
+        'staging_download_s': staging.get('download_s'),
+        'staging_mount_s': staging.get('mount_s'),
+        'staging_hash_s': staging.get('hash_s'),
+        'staging_write_s': staging.get('write_s'),
+        # What verifying costs on this node's CPU: the floor of staging.
+        'node_sha256_mb_s': (round(staging['bytes'] / 1e6
+                                   / staging['hash_s'], 1)
+                             if staging.get('hash_s') and staging.get('bytes')
+                             else None),
+        'raw_transfer_s': raw,
+        'staging_over_raw': round(stage_s / raw, 2) if raw else None,
+        'direct_image_mb': round(disk_size / 1e6, 1),
+        't_active_direct_s': direct['active_s'],
+        't_ready_direct_s': direct['workload_started_s'],
+        't_ready_container_over_direct': round(
+            t_ready / direct['workload_started_s'], 2),
+        'workload_exit_code': report.get('workload_exit_code'),
+    }
+    return result
+
+
+def format_table(result):
+    rows = [
+        ('content', '%d files, %.1f MB' % (result['content_files'],
+                                           result['content_mb'])),
+        ('artifact', '%s, %.1f MB' % (result['artifact_format'],
+                                      result['artifact_mb'])),
+        ('T_ready container (request -> workload started)',
+         '%.2f s' % result['t_ready_container_s']),
+    ]
+    for name, secs in result['stages'].items():
+        rows.append(('  stage %s' % name, '%.2f s' % secs))
+    rows += [
+        ('rootfs staging (download+verify+mount)',
+         '%.3f s' % result['staging_s']),
+        ('  download + sha256 into RAM',
+         '%s s' % result['staging_download_s']),
+        ('    of which sha256 (beside receiving)',
+         '%s s' % result['staging_hash_s']),
+        ('    of which writing to tmpfs', '%s s' % result['staging_write_s']),
+        ('  sha256 throughput of the node', '%s MB/s'
+         % result['node_sha256_mb_s']),
+        ('  mount erofs + overlay', '%s s' % result['staging_mount_s']),
+        ('raw HTTP transfer of the same bytes', '%s s'
+         % result['raw_transfer_s']),
+        ('staging / raw', str(result['staging_over_raw'])),
+        ('direct deploy: whole-disk image', '%.1f MB raw'
+         % result['direct_image_mb']),
+        ('  request -> ACTIVE (agent, write, reboot)',
+         '%.2f s' % result['t_active_direct_s']),
+        ('T_ready direct (request -> workload started)',
+         '%.2f s' % result['t_ready_direct_s']),
+        ('T_ready container / direct',
+         str(result['t_ready_container_over_direct'])),
+    ]
+    width = max(len(r[0]) for r in rows)
+    return '\n'.join('%-*s  %s' % (width, k, v) for k, v in rows)
+
+
+def main(settings, out=print):
+    result = run(settings, out=out)
+    out('')
+    out(format_table(result))
+    out(json.dumps(result, sort_keys=True))
+    return 0
+

@@ -1,0 +1,148 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``bmc-lab``: the virtual bare-metal lab.
+
+    bmc-lab up [--profile embedded|scaled] [--nodes N]
+    bmc-lab status
+    bmc-lab down [--purge]
+    bmc-lab smoke            # Ironic ramdisk deploy of a tiny initrd
+    bmc-lab demo             # up + the container job, the report last
+
+The state directory is ``--state-dir``, else ``$BMC_LAB_DIR``, else
+/var/lib/bmc-lab.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from bmc_lab import agent
+from bmc_lab import bench
+from bmc_lab import container_job
+from bmc_lab import control
+from bmc_lab import procs
+from bmc_lab import settings as lab_settings
+from bmc_lab import smoke
+from bmc_common import protocol
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog='bmc-lab', description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument('--state-dir', default=os.environ.get(
+        'BMC_LAB_DIR', lab_settings.DEFAULT_STATE_DIR),
+        help='directory holding all lab state and logs '
+             '(default: $BMC_LAB_DIR or %(default)s)')
+    sub = p.add_subparsers(dest='command', required=True)
+    defaults = lab_settings.Ports()
+    for name in ('up', 'demo', 'bench'):
+        s = sub.add_parser(name, help={
+            'up': 'bring the lab up',
+            'demo': 'bring the lab up and run the main job',
+            'bench': 'bring the lab up and run the benchmark'}[name])
+        s.add_argument('--profile', choices=lab_settings.PROFILES,
+                       default=lab_settings.PROFILE_EMBEDDED,
+                       help='embedded: one "ironic" process on sqlite; '
+                            'scaled: ironic-api + ironic-conductor on '
+                            'MariaDB and RabbitMQ (default: %(default)s)')
+        s.add_argument('--nodes', type=int, default=1,
+                       help='number of QEMU nodes (default: %(default)s)')
+        s.add_argument('--node-memory-mb', type=int, default=2048)
+        if name == 'demo':
+            s.add_argument('--tunables', metavar='PROFILE_OR_JSON',
+                           help='kernel tunables for the run: a profile '
+                                'name (e.g. thp-never) or a JSON object '
+                                'of knobs; sets instance_info/'
+                                'container_tunables')
+        for field in ('ironic_api', 'http', 'registry', 'ipmi_base',
+                      'agent_base'):
+            s.add_argument('--%s-port' % field.replace('_', '-'), type=int,
+                           dest=field, default=getattr(defaults, field),
+                           help='127.0.0.1 port (default: %(default)s)')
+    d = sub.add_parser('down', help='tear the lab down (logs are kept)')
+    d.add_argument('--purge', action='store_true',
+                   help='also remove the state directory and database')
+    sub.add_parser('status', help='show what runs')
+    sub.add_parser('smoke', help='ramdisk-deploy a tiny initrd on node 0')
+    return p
+
+
+def _settings_from_args(args):
+    ports = lab_settings.Ports(
+        ironic_api=args.ironic_api, http=args.http, registry=args.registry,
+        ipmi_base=args.ipmi_base, agent_base=args.agent_base)
+    return lab_settings.Settings(
+        state_dir=args.state_dir, profile=args.profile, nodes=args.nodes,
+        node_memory_mb=args.node_memory_mb, ports=ports)
+
+
+def _loaded(args):
+    settings = lab_settings.Settings.load(args.state_dir)
+    if settings is None or not control.is_up(settings):
+        raise procs.LabError('no lab is up in %s; run "bmc-lab up" first'
+                             % args.state_dir)
+    return settings
+
+
+def _demo(args):
+    """Lab up, then the container job; the report is the last line."""
+    control.up(_settings_from_args(args))
+    settings = _loaded(args)
+    agent.ensure(settings)
+    image = container_job.push_demo_image(settings)
+    extra = {}
+    if args.tunables:
+        extra[protocol.II_TUNABLES] = args.tunables
+    container_job.deploy(settings, image, mode=protocol.MODE_JOB,
+                         extra=extra)
+    report = container_job.wait_report(settings)
+    print()
+    print(container_job.format_report(report))
+    print()
+    container_job.undeploy(settings)
+    print(json.dumps(report, sort_keys=True))
+    return 0 if report.get('workload_exit_code') == 0 else 1
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if os.geteuid() != 0 and args.command in ('up', 'demo', 'bench', 'down'):
+        print('bmc-lab needs root (libvirtd and QEMU run as root).',
+              file=sys.stderr)
+        return 2
+    try:
+        if args.command == 'up':
+            control.up(_settings_from_args(args))
+        elif args.command == 'down':
+            control.down(lab_settings.Settings(state_dir=args.state_dir),
+                         purge=args.purge)
+        elif args.command == 'status':
+            print(control.status(lab_settings.Settings(
+                state_dir=args.state_dir)))
+        elif args.command == 'smoke':
+            result = smoke.run(_loaded(args))
+            print(json.dumps(result, sort_keys=True))
+        elif args.command == 'demo':
+            return _demo(args)
+        elif args.command == 'bench':
+            control.up(_settings_from_args(args))
+            return bench.main(_loaded(args))
+    except procs.LabError as exc:
+        print('bmc-lab %s: %s' % (args.command, exc), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

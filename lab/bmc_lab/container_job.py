@@ -1,0 +1,189 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The main job: a container image run on a lab node from RAM.
+
+Builds the demo image locally (busybox and a script, no Docker engine),
+pushes it to the lab registry, deploys it in job mode with the
+``container`` deploy interface, waits for the workload to exit and
+returns the run report from the vendor passthru.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import time
+
+from bmc_lab import client as lab_client
+from bmc_lab import ociimage
+from bmc_lab import procs
+from bmc_common import protocol
+
+DEMO_REPO = 'bmc/demo'
+DEMO_TAG = '1'
+
+DEMO_SCRIPT = """#!/bin/sh
+echo "Hello from a container running on a whole (virtual) machine."
+echo "kernel:   $(uname -r)"
+echo "cpus:     $(grep -c ^processor /proc/cpuinfo)"
+echo "memory:   $(awk '/MemTotal/ {print $2 " kB"}' /proc/meminfo)"
+echo "root fs:  $(awk '$2 == "/" {print $3}' /proc/mounts | tail -n 1)"
+echo "message:  $DEMO_MESSAGE"
+exit "${DEMO_EXIT_CODE:-0}"
+"""
+
+
+def build_demo_tree(path):
+    """A minimal root: static busybox, its applets, a script."""
+    for d in ('bin', 'etc', 'proc', 'sys', 'dev', 'tmp', 'run', 'root'):
+        os.makedirs(os.path.join(path, d), exist_ok=True)
+    shutil.copy2('/bin/busybox', os.path.join(path, 'bin', 'busybox'))
+    for applet in ('sh', 'echo', 'cat', 'uname', 'grep', 'awk', 'tail',
+                   'ls', 'sleep', 'env', 'id', 'true'):
+        os.symlink('busybox', os.path.join(path, 'bin', applet))
+    with open(os.path.join(path, 'etc', 'passwd'), 'w') as f:
+        f.write('root:x:0:0:root:/root:/bin/sh\n')
+    with open(os.path.join(path, 'etc', 'group'), 'w') as f:
+        f.write('root:x:0:\n')
+    script = os.path.join(path, 'demo.sh')
+    with open(script, 'w') as f:
+        f.write(DEMO_SCRIPT)
+    os.chmod(script, 0o755)
+
+
+def push_demo_image(settings, tag=DEMO_TAG):
+    """Build and push the demo image; returns its reference by tag."""
+    with tempfile.TemporaryDirectory() as tmp:
+        build_demo_tree(tmp)
+        image = ociimage.build_image(
+            [ociimage.entries_from_dir(tmp)], cmd=['/demo.sh'],
+            env=['PATH=/bin', 'DEMO_MESSAGE=set by the image'],
+            workdir='/')
+    pusher = ociimage.Pusher(settings.registry_address)
+    pusher.push_image(DEMO_REPO, tag, image)
+    return '%s/%s:%s' % (settings.registry_address, DEMO_REPO, tag)
+
+
+def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
+           out=print, timeout=900):
+    """Deploy ``image`` on a lab node; wait for ACTIVE; return the watcher."""
+    cli = lab_client.get_client(settings)
+    name = settings.node_name(index)
+    patch = [
+        {'op': 'add', 'path': '/deploy_interface', 'value': 'container'},
+        {'op': 'add', 'path': '/vendor_interface', 'value': 'container'},
+        {'op': 'add', 'path': '/instance_info/container_image',
+         'value': image},
+        {'op': 'add', 'path': '/instance_info/container_mode',
+         'value': mode},
+    ]
+    for key, value in (extra or {}).items():
+        patch.append({'op': 'add', 'path': '/instance_info/%s' % key,
+                      'value': value})
+    cli.node.update(name, patch)
+    watcher = lab_client.StateWatcher(cli, name)
+    out('Deploying %s on %s with the container deploy interface ...'
+        % (image, name))
+    cli.node.set_provision_state(name, 'active')
+    watcher.wait('active', timeout)
+    return watcher
+
+
+def wait_report(settings, index=0, states=('finished',), timeout=600):
+    """Poll the node's run report until its state is one of ``states``."""
+    cli = lab_client.get_client(settings)
+    name = settings.node_name(index)
+    deadline = time.monotonic() + timeout
+    report = None
+    while time.monotonic() < deadline:
+        report = cli.node.vendor_passthru(name, 'run_report',
+                                          http_method='GET')
+        report = report.to_dict() if hasattr(report, 'to_dict') else report
+        if report and report.get('state') in states:
+            return report
+        time.sleep(2)
+    raise procs.LabError('the run report of %s did not reach %s within %ds; '
+                         'last: %s' % (name, '/'.join(states), timeout,
+                                       report))
+
+
+def undeploy(settings, index=0, timeout=300):
+    cli = lab_client.get_client(settings)
+    name = settings.node_name(index)
+    cli.node.set_provision_state(name, 'deleted')
+    lab_client.StateWatcher(cli, name).wait('available', timeout)
+
+
+def _short(value):
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 14 else text[:11] + '...'
+
+
+def format_report(report):
+    """A readable table of a run report."""
+    lines = []
+    for key in ('node_name', 'image', 'image_digest', 'kernel', 'mode',
+                'rootfs', 'state', 'workload_exit_code'):
+        lines.append('%-20s %s' % (key, report.get(key)))
+    artifact = report.get('artifact') or {}
+    if artifact:
+        lines.append('%-20s %s, %.1f MB (unpacked %.1f MB), %s' % (
+            'artifact', artifact.get('format'),
+            artifact.get('size', 0) / 1e6,
+            artifact.get('unpacked_size', 0) / 1e6,
+            artifact.get('digest')))
+    stages = report.get('stages') or []
+    if stages:
+        t0 = min(s['start'] for s in stages)
+        lines.append('')
+        lines.append('%-20s %9s %9s %9s' % ('stage', 'start', 'end',
+                                             'seconds'))
+        for s in stages:
+            lines.append('%-20s %9.2f %9.2f %9.2f' % (
+                s['name'], s['start'] - t0, s['end'] - t0,
+                s['end'] - s['start']))
+    tunables = report.get('tunables') or {}
+    if tunables:
+        lines.append('')
+        lines.append('%-20s %-14s %-14s %-14s %s' % (
+            'tunable', 'requested', 'previous', 'actual', 'ok'))
+        for name, t in sorted(tunables.items()):
+            lines.append('%-20s %-14s %-14s %-14s %s%s' % (
+                name, _short(t.get('requested')), _short(t.get('previous')),
+                _short(t.get('actual')), t.get('ok'),
+                '' if t.get('supported', True) else
+                '  (unsupported: %s)' % t.get('reason')))
+    energy = report.get('energy')
+    if energy:
+        lines.append('')
+        if energy.get('available') is False:
+            lines.append('energy               unavailable: %s'
+                         % energy.get('reason'))
+        else:
+            lines.append('energy (%s)  run %.1f J, workload %.1f J, '
+                         '%s samples every %ss' % (
+                             energy.get('method'),
+                             energy.get('bmc_joules_run') or 0,
+                             energy.get('bmc_joules_workload') or 0,
+                             energy.get('bmc_samples'),
+                             energy.get('period_s')))
+        rapl = energy.get('rapl') or {}
+        lines.append('RAPL                 %s' % (
+            '%.1f J' % rapl['joules'] if rapl.get('joules') is not None
+            else 'absent: %s' % rapl.get('reason')))
+    if report.get('output_tail'):
+        lines.append('')
+        lines.append('workload output (tail):')
+        lines.extend('  | ' + ln for ln in
+                     report['output_tail'].rstrip('\n').splitlines())
+    return '\n'.join(lines)

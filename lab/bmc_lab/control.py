@@ -1,0 +1,139 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Bring a lab up, tear it down, tell whether it runs."""
+
+import os
+import shutil
+
+from bmc_lab import client as lab_client
+from bmc_lab import nodes
+from bmc_lab import procs
+from bmc_lab import services
+from bmc_lab import settings as lab_settings
+
+#: Runtime state recreated by every ``up`` (logs are kept).
+RUNTIME_DIRS = ('ironic', 'httpboot', 'tftpboot', 'registry', 'nodes',
+                'etc', 'run')
+
+
+def is_up(settings):
+    return all(procs.running(settings, name)
+               for name in services.ironic_processes(settings))
+
+
+def _say(out, msg):
+    if out is not None:
+        out(msg)
+
+
+def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
+       **enroll_interfaces):
+    """Bring the lab up; a no-op (returning False) when it already runs."""
+    current = lab_settings.Settings.load(settings.state_dir)
+    if current is not None and is_up(current):
+        _say(out, 'Lab in %s is already up (profile %s, %d node(s)); '
+             'nothing to do.' % (current.state_dir, current.profile,
+                                 current.nodes))
+        return False
+    services.check_host_built()
+    if current is not None:
+        # Leftovers of a lab that died or was half torn down.
+        down(current, out=None)
+    procs.check_ports_free(
+        settings.ports.named(settings.nodes),
+        udp={'virtual BMC of node %d (IPMI)' % i
+             for i in range(settings.nodes)})
+    for d in RUNTIME_DIRS:
+        shutil.rmtree(settings.path(d), ignore_errors=True)
+    os.makedirs(settings.log_dir, exist_ok=True)
+    settings.save()
+    try:
+        _say(out, 'Starting libvirt, nginx, docker-registry ...')
+        services.start_libvirt(settings)
+        services.start_nginx(settings)
+        services.start_registry(settings)
+        _say(out, 'Starting Ironic (%s profile) ...' % settings.profile)
+        if settings.profile == lab_settings.PROFILE_SCALED:
+            services.drop_database(settings)
+        services.start_ironic(settings, hardware_types, deploy_interfaces)
+        cli = lab_client.wait_api(settings)
+        for i in range(settings.nodes):
+            _say(out, 'Creating node %s (IPMI on 127.0.0.1:%d) ...'
+                 % (settings.node_name(i), settings.ports.ipmi(i)))
+            nodes.define(settings, i)
+            services.start_bmc(settings, i)
+            node = nodes.enroll(cli, settings, i, **enroll_interfaces)
+            cli.node.set_provision_state(node.uuid, 'manage')
+            lab_client.StateWatcher(cli, node.uuid).wait('manageable', 180)
+            cli.node.set_provision_state(node.uuid, 'provide')
+            lab_client.StateWatcher(cli, node.uuid).wait('available', 180)
+    except Exception:
+        down(settings, out=None)
+        raise
+    _say(out, describe(settings))
+    return True
+
+
+def down(settings, out=print, purge=False):
+    """Tear the lab down; nothing running is not an error."""
+    loaded = lab_settings.Settings.load(settings.state_dir) or settings
+    domains = (nodes.defined_lab_domains(loaded)
+               if services.libvirt_reachable() else [])
+    for name in domains:
+        nodes.virsh('destroy', name, check=False)
+        nodes.virsh('undefine', name, check=False)
+    stopped = services.stop_all(loaded)
+    if purge:
+        if loaded.profile == lab_settings.PROFILE_SCALED:
+            services.drop_database(loaded)
+        shutil.rmtree(loaded.state_dir, ignore_errors=True)
+    if not stopped and not domains:
+        _say(out, 'No lab is running in %s; nothing to tear down.'
+             % loaded.state_dir)
+    else:
+        _say(out, 'Lab in %s is down (stopped: %s; removed nodes: %s).%s'
+             % (loaded.state_dir, ', '.join(stopped) or 'none',
+                ', '.join(domains) or 'none',
+                '' if purge else ' Logs are kept in %s.' % loaded.log_dir))
+    return bool(stopped or domains)
+
+
+def describe(settings):
+    p = settings.ports
+    lines = [
+        'Lab is up: profile %s, state in %s' % (settings.profile,
+                                                 settings.state_dir),
+        '  Ironic API      %s   (export OS_AUTH_TYPE=none '
+        'OS_ENDPOINT=%s)' % (settings.api_url, settings.api_url),
+        '  HTTP root       http://127.0.0.1:%d -> %s' % (
+            p.http, settings.http_root),
+        '  OCI registry    %s' % settings.registry_address,
+        '  Nodes see the host as %s' % lab_settings.GUEST_HOST_ADDRESS,
+    ]
+    for i in range(settings.nodes):
+        lines.append('  node %-18s IPMI 127.0.0.1:%d  console %s' % (
+            settings.node_name(i), p.ipmi(i), nodes.console_log(settings,
+                                                                i)))
+    lines.append('  logs            %s' % settings.log_dir)
+    return '\n'.join(lines)
+
+
+def status(settings):
+    loaded = lab_settings.Settings.load(settings.state_dir)
+    if loaded is None:
+        return 'No lab in %s.' % settings.state_dir
+    running = [n for n in services.ORDER if procs.running(loaded, n)]
+    head = describe(loaded) if is_up(loaded) else (
+        'Lab in %s is down.' % loaded.state_dir)
+    return '%s\n  running processes: %s' % (head,
+                                            ', '.join(running) or 'none')

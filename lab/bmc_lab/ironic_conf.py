@@ -1,0 +1,150 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""ironic.conf for the lab's two profiles.
+
+``embedded``: the combined ``ironic`` service, sqlite, no RPC bus (what
+bifrost runs).  ``scaled``: ``ironic-api`` and ``ironic-conductor`` as two
+processes on MariaDB, talking over RabbitMQ through oslo.messaging (how a
+production cloud scales out across conductors).
+"""
+
+import configparser
+import io
+
+from bmc_lab import settings as lab_settings
+
+#: Interfaces the lab enables.  ``fake-hardware`` is kept for API tests.
+HARDWARE_TYPES = ['container-ipmi', 'ipmi', 'fake-hardware']
+DEPLOY_INTERFACES = ['container', 'ramdisk', 'direct', 'fake']
+#: Agent boot files of container deploys (see bmc_lab.agent).
+AGENT_KERNEL = 'agent.kernel'
+AGENT_RAMDISK = 'agent.initramfs'
+
+
+def database_url(settings):
+    if settings.profile == lab_settings.PROFILE_SCALED:
+        return '%s/%s?charset=utf8' % (settings.mysql_url,
+                                       settings.database_name)
+    return 'sqlite:///%s' % settings.path('ironic', 'ironic.sqlite')
+
+
+def render(settings, hardware_types=None, deploy_interfaces=None):
+    """Return ironic.conf for ``settings`` as a string."""
+    scaled = settings.profile == lab_settings.PROFILE_SCALED
+    conf = {
+        'DEFAULT': {
+            'host': settings.name,
+            'debug': 'true',
+            'auth_strategy': 'noauth',
+            'rpc_transport': 'oslo' if scaled else 'none',
+            'enabled_hardware_types': ','.join(
+                hardware_types or HARDWARE_TYPES),
+            'enabled_boot_interfaces': 'ipxe,fake',
+            'enabled_deploy_interfaces': ','.join(
+                deploy_interfaces or DEPLOY_INTERFACES),
+            'default_deploy_interface': 'ramdisk',
+            'enabled_power_interfaces': 'ipmitool,fake',
+            'enabled_management_interfaces': 'ipmitool,fake',
+            'enabled_network_interfaces': 'noop',
+            'default_network_interface': 'noop',
+            'enabled_inspect_interfaces': 'no-inspect,fake',
+            'enabled_console_interfaces': 'no-console,fake',
+            'enabled_vendor_interfaces': 'container,ipmitool,no-vendor,fake',
+            'enabled_raid_interfaces': 'no-raid,fake',
+            'enabled_bios_interfaces': 'no-bios,fake',
+            'enabled_firmware_interfaces': 'no-firmware,fake',
+            'enabled_rescue_interfaces': 'no-rescue,fake',
+            'enabled_storage_interfaces': 'noop,fake',
+        },
+        'api': {
+            'host_ip': '127.0.0.1',
+            'port': str(settings.ports.ironic_api),
+        },
+        'database': {
+            'connection': database_url(settings),
+        },
+        'conductor': {
+            'automated_clean': 'false',
+            'file_url_allowed_paths': settings.images_dir,
+            'deploy_callback_timeout': str(settings.deploy_callback_timeout),
+            'sync_power_state_interval': '20',
+            'heartbeat_interval': '5',
+            'check_provision_state_interval': '10',
+            # The agent ramdisk: container deploys boot it (with the
+            # image's kernel) when instance_info names no other.
+            'deploy_kernel': 'file://' + settings.path('images',
+                                                       AGENT_KERNEL),
+            'deploy_ramdisk': 'file://' + settings.path('images',
+                                                        AGENT_RAMDISK),
+        },
+        'container': {
+            'image_cache_dir': settings.path('ironic', 'container_cache'),
+            'report_dir': settings.path('reports'),
+            # Every registry on loopback (the lab's, and the tests' own).
+            'insecure_registries': '127.0.0.1',
+            'default_kernel_modules': 'file://' + settings.path(
+                'images', 'modules-default.cpio.gz'),
+            'workload_poll_interval': '3',
+        },
+        'deploy': {
+            'http_root': settings.http_root,
+            'http_url': settings.guest_http_url,
+            # The lab's nodes boot with SeaBIOS.
+            'default_boot_mode': 'bios',
+        },
+        'pxe': {
+            'tftp_root': settings.path('tftpboot'),
+            'tftp_master_path': settings.path('tftpboot', 'master_images'),
+            'images_path': settings.path('ironic', 'images'),
+            'instance_master_path': settings.path('ironic', 'master_images'),
+            'loader_file_paths': '',
+            'kernel_append_params': 'nofb vga=normal console=ttyS0,115200',
+        },
+        'dhcp': {
+            'dhcp_provider': 'none',
+        },
+        'ipmi': {
+            'min_command_interval': '1',
+            'command_retry_timeout': '30',
+        },
+        'service_catalog': {
+            # What the nodes use to reach the API (agent lookup/heartbeat).
+            'endpoint_override': settings.guest_api_url,
+        },
+        'oci': {
+            'permit_fallback_to_http_transport': 'true',
+        },
+        'oslo_concurrency': {
+            'lock_path': settings.path('ironic', 'locks'),
+        },
+        'agent': {
+            'deploy_logs_collect': 'never',
+        },
+    }
+    if scaled:
+        conf['DEFAULT']['transport_url'] = settings.transport_url
+        conf['oslo_messaging_rabbit'] = {
+            'rabbit_ha_queues': 'false',
+        }
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    for section, values in conf.items():
+        if section != 'DEFAULT':
+            parser.add_section(section)
+        for key, value in values.items():
+            parser.set(section, key, value)
+    buf = io.StringIO()
+    buf.write('# Written by bmc-lab for profile %r; do not edit, it is '
+              'rewritten by "bmc-lab up".\n' % settings.profile)
+    parser.write(buf)
+    return buf.getvalue()

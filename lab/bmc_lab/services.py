@@ -1,0 +1,361 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The lab's services: libvirt, virtual BMCs, nginx, registry and Ironic.
+
+Each ``start_*`` is idempotent (a running service is left alone) and
+fails with a message that names the log to read.  Every process is
+started in its own session and recorded under ``run/`` so ``stop_all``
+leaves nothing behind.
+"""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from bmc_lab import ironic_conf
+from bmc_lab import procs
+from bmc_lab import settings as lab_settings
+
+LIBVIRT_URI = 'qemu:///system'
+LIBVIRT_SOCKET = '/run/libvirt/libvirt-sock'
+QEMU_CONF = '/etc/libvirt/qemu.conf'
+
+#: Lab processes in start order; stopped in reverse.
+ORDER = ('virtlogd', 'libvirtd', 'nginx', 'registry',
+         'ironic', 'ironic-api', 'ironic-conductor')
+
+
+def venv_bin(name):
+    """An executable installed next to the running Python, else on PATH."""
+    local = os.path.join(os.path.dirname(sys.executable), name)
+    if os.path.exists(local):
+        return local
+    found = shutil.which(name)
+    if not found:
+        raise procs.LabError('%s is not installed (looked next to %s and '
+                             'on PATH)' % (name, sys.executable))
+    return found
+
+
+# Python packages the lab needs that compile against host libraries: not
+# dependencies of the lab's distribution (pip would have to build them
+# before the host set-up ran), see lab/requirements-host.txt.
+HOST_BUILT = (('libvirt', 'libvirt-python'), ('virtualbmc', 'virtualbmc'))
+
+
+def check_host_built():
+    missing = [dist for module, dist in HOST_BUILT
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        raise procs.LabError(
+            '%s not installed for %s: they compile against host '
+            'libraries. Run tools/host-setup.sh, then pip install -r '
+            'lab/requirements-host.txt (the lab\'s tox environments do '
+            'both).' % (' and '.join(missing), sys.executable))
+
+
+def system_bin(name, package):
+    found = shutil.which(name) or next(
+        (p for p in ('/usr/sbin/' + name, '/usr/bin/' + name)
+         if os.path.exists(p)), None)
+    if not found:
+        raise procs.LabError('%s is not installed; install the Debian '
+                             'package %s (tools/host-setup.sh does)'
+                             % (name, package))
+    return found
+
+
+def _write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(text)
+
+
+# --- libvirt -----------------------------------------------------------------
+
+def libvirt_reachable():
+    try:
+        res = subprocess.run(['virsh', '-c', LIBVIRT_URI, 'uri'],
+                             capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0
+
+
+def _check_qemu_conf():
+    try:
+        with open(QEMU_CONF) as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise procs.LabError('%s is missing: install libvirt-daemon-system '
+                             '(tools/host-setup.sh does)' % QEMU_CONF)
+    lines = [ln.strip().replace(' ', '') for ln in text.splitlines()]
+    wanted = {'user="root"': 'for QEMU to read the lab state directory',
+              'group="root"': 'for QEMU to read the lab state directory',
+              'seccomp_sandbox=0': 'for QEMU to forward node connections '
+                                   'to the host through socat'}
+    for setting, why in wanted.items():
+        if setting not in lines:
+            raise procs.LabError('%s must set %s %s; run '
+                                 'tools/host-setup.sh' % (QEMU_CONF,
+                                                          setting, why))
+
+
+def start_libvirt(settings):
+    """Use a running libvirtd, or start virtlogd + libvirtd for the lab."""
+    _check_qemu_conf()
+    if libvirt_reachable():
+        return
+    conf = settings.path('etc', 'libvirtd.conf')
+    _write(conf, 'log_outputs = "3:file:%s"\n'
+           % settings.log('libvirtd-debug.log'))
+    if not procs.running(settings, 'virtlogd'):
+        # virtlogd writes the nodes' serial consoles and rotates them at
+        # 2 MiB by default, after a few deploys; keep more for debugging
+        # (readers follow rotation anyway: bmc_lab.logcursor).
+        logd_conf = settings.path('etc', 'virtlogd.conf')
+        _write(logd_conf, 'max_size = %d\nmax_backups = 3\n'
+               % (64 * 1024 * 1024))
+        procs.spawn(settings, 'virtlogd',
+                    [system_bin('virtlogd', 'libvirt-daemon'),
+                     '--config', logd_conf])
+    proc = procs.spawn(settings, 'libvirtd',
+                       [system_bin('libvirtd', 'libvirt-daemon'),
+                        '--config', conf])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise procs.LabError(
+                'libvirtd exited with code %s while starting; see %s'
+                % (proc.returncode, settings.log('libvirtd.log')))
+        if libvirt_reachable():
+            return
+        time.sleep(0.5)
+    raise procs.LabError('libvirtd did not answer on %s within 30s; see %s'
+                         % (LIBVIRT_URI, settings.log('libvirtd.log')))
+
+
+# --- virtual BMCs (virtualbmc + DCMI) ----------------------------------------
+
+def bmc_name(index):
+    return 'bmc-%d' % index
+
+
+def start_bmc(settings, index, timeout=30):
+    """One virtual BMC per node: virtualbmc's, answering DCMI power too."""
+    name = bmc_name(index)
+    if procs.running(settings, name):
+        return
+    port = settings.ports.ipmi(index)
+    proc = procs.spawn(settings, name, [
+        sys.executable, '-m', 'bmc_lab.dcmi_bmc',
+        '--domain', settings.node_name(index), '--port', str(port),
+        '--address', '127.0.0.1', '--username', 'admin',
+        '--password', 'password', '--libvirt-uri', LIBVIRT_URI])
+    deadline = time.monotonic() + timeout
+    while not procs.udp_port_in_use(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise procs.LabError(
+                'the virtual BMC of node %d did not start on UDP '
+                '127.0.0.1:%d; see %s' % (index, port,
+                                          settings.log(name + '.log')))
+        time.sleep(0.2)
+
+
+def stop_bmc(settings, index):
+    return procs.stop(settings, bmc_name(index))
+
+
+# --- nginx -------------------------------------------------------------------
+
+NGINX_CONF = """\
+# Written by bmc-lab.  Serves Ironic's [deploy]http_root to the nodes.
+daemon off;
+# The state directory may be private to root (e.g. a test's temp dir).
+user root root;
+worker_processes 1;
+pid {run}/nginx.master.pid;
+error_log {logs}/nginx-error.log;
+events {{ worker_connections 512; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    access_log {logs}/nginx-access.log;
+    client_body_temp_path {run}/nginx-body;
+    proxy_temp_path {run}/nginx-proxy;
+    fastcgi_temp_path {run}/nginx-fastcgi;
+    uwsgi_temp_path {run}/nginx-uwsgi;
+    scgi_temp_path {run}/nginx-scgi;
+    sendfile on;
+    tcp_nopush on;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        autoindex off;
+        # Nodes report back here (the smoke initrd, agent call-backs).
+        # (busybox wget waits forever on a 204, so answer 200.)
+        location /callback/ {{
+            default_type text/plain;
+            return 200 "ok\n";
+        }}
+    }}
+}}
+"""
+
+
+def start_nginx(settings):
+    if procs.running(settings, 'nginx'):
+        return
+    conf = settings.path('etc', 'nginx.conf')
+    _write(conf, NGINX_CONF.format(run=settings.path('run'),
+                                   logs=settings.log_dir,
+                                   port=settings.ports.http,
+                                   root=settings.http_root))
+    os.makedirs(settings.http_root, exist_ok=True)
+    proc = procs.spawn(settings, 'nginx', [system_bin('nginx', 'nginx-light'),
+                                           '-c', conf, '-p', settings.path()])
+    procs.wait_for_port(settings.ports.http, 'nginx',
+                        settings.log('nginx-error.log'), proc=proc)
+
+
+# --- registry ----------------------------------------------------------------
+
+REGISTRY_CONF = """\
+# Written by bmc-lab.
+version: 0.1
+log:
+  level: info
+storage:
+  filesystem:
+    rootdirectory: {root}
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:{port}
+"""
+
+
+def start_registry(settings):
+    if procs.running(settings, 'registry'):
+        return
+    conf = settings.path('etc', 'registry.yml')
+    _write(conf, REGISTRY_CONF.format(root=settings.path('registry'),
+                                      port=settings.ports.registry))
+    proc = procs.spawn(settings, 'registry',
+                       [system_bin('docker-registry', 'docker-registry'),
+                        'serve', conf])
+    procs.wait_for_port(settings.ports.registry, 'docker-registry',
+                        settings.log('registry.log'), proc=proc)
+
+
+# --- ironic ------------------------------------------------------------------
+
+def _prepare_database(settings, conf):
+    if settings.profile == lab_settings.PROFILE_SCALED:
+        import pymysql
+        try:
+            conn = pymysql.connect(host='127.0.0.1', user='root', port=3306)
+        except pymysql.MySQLError as exc:
+            raise procs.LabError('cannot reach MariaDB at 127.0.0.1:3306 '
+                                 'for the scaled profile: %s' % exc)
+        with conn:
+            with conn.cursor() as cur:
+                cur.execute('CREATE DATABASE IF NOT EXISTS `%s` '
+                            'CHARACTER SET utf8' % settings.database_name)
+    # "up" always starts from an empty database (sqlite cannot run every
+    # migration; create_schema is the documented way for a fresh one).
+    procs.run([venv_bin('ironic-dbsync'), '--config-file', conf,
+               'create_schema'], 'ironic-dbsync create_schema',
+              log_path=settings.log('dbsync.log'))
+
+
+def drop_database(settings):
+    """Drop the scaled profile's database (used by ``down --purge``)."""
+    import pymysql
+    try:
+        conn = pymysql.connect(host='127.0.0.1', user='root', port=3306)
+    except pymysql.MySQLError:
+        return
+    with conn:
+        with conn.cursor() as cur:
+            cur.execute('DROP DATABASE IF EXISTS `%s`'
+                        % settings.database_name)
+
+
+def start_ironic(settings, hardware_types=None, deploy_interfaces=None):
+    names = ironic_processes(settings)
+    if all(procs.running(settings, n) for n in names):
+        return
+    for d in ('ironic', 'ironic/locks', 'ironic/images', 'tftpboot',
+              'tftpboot/master_images', 'httpboot', 'images'):
+        os.makedirs(settings.path(d), exist_ok=True)
+    conf = settings.path('etc', 'ironic.conf')
+    _write(conf, ironic_conf.render(settings, hardware_types,
+                                    deploy_interfaces))
+    _prepare_database(settings, conf)
+    started = []
+    for name in names:
+        if not procs.running(settings, name):
+            started.append(procs.spawn(
+                settings, name, [venv_bin(name), '--config-file', conf],
+                env=ironic_env(settings)))
+    # The API answers once it is up; with the split profile the conductor
+    # must also have registered before nodes can be enrolled.
+    for proc in started:
+        if proc.args[0].endswith(('ironic', 'ironic-api')):
+            procs.wait_for_port(settings.ports.ironic_api,
+                                os.path.basename(proc.args[0]),
+                                settings.log(os.path.basename(proc.args[0])
+                                             + '.log'),
+                                proc=proc, timeout=120)
+    return started
+
+
+def ironic_env(settings):
+    """Environment of the lab's Ironic processes.
+
+    Ironic hands the nodes URLs under ``[deploy]http_url`` (the host as the
+    nodes see it, 10.0.2.100) and checks some of them itself first, e.g.
+    the image URL of a ``direct`` deploy.  The host never sends to that
+    address (tools/host-setup.sh blackholes it); instead Ironic's HTTP
+    client is pointed at the lab's nginx as its proxy, which serves the
+    same ``http_root`` the nodes reach through their ``guestfwd``.  Local
+    services (API, registry, agents' forwarded ports) are reached directly.
+    """
+    proxy = 'http://127.0.0.1:%d' % settings.ports.http
+    local = '127.0.0.1,localhost,::1'
+    return {'http_proxy': proxy, 'HTTP_PROXY': proxy,
+            'https_proxy': '', 'HTTPS_PROXY': '',
+            'no_proxy': local, 'NO_PROXY': local}
+
+
+def ironic_processes(settings):
+    if settings.profile == lab_settings.PROFILE_SCALED:
+        return ('ironic-api', 'ironic-conductor')
+    return ('ironic',)
+
+
+def stop_all(settings):
+    """Stop every lab process; returns the names that were running."""
+    stopped = []
+    run_dir = settings.path('run')
+    bmcs = sorted(n[:-len('.pid')] for n in (
+        os.listdir(run_dir) if os.path.isdir(run_dir) else ())
+        if n.startswith('bmc-') and n.endswith('.pid'))
+    for name in bmcs + list(reversed(ORDER)):
+        if procs.stop(settings, name):
+            stopped.append(name)
+    return stopped

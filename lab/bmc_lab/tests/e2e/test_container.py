@@ -1,0 +1,203 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Container deploys on a real QEMU node (IPMI, iPXE, the agent ramdisk).
+
+One lab, one node: the demo image runs in job mode from a RAM root and
+the run report comes back through the vendor passthru; then a kernel
+that never calls back is deployed and must time out into DEPLOYFAIL with
+the node powered off; the benchmark's baseline, Ironic's ``direct`` deploy
+of a whole-disk image, must boot the node from its disk; and a service
+step must change the tunables of a running container without a reboot.
+"""
+
+import json
+import os
+import time
+
+import pytest
+
+from bmc_lab import agent
+from bmc_lab import client as lab_client
+from bmc_lab import container_job
+from bmc_lab import control
+from bmc_lab import direct_job
+from bmc_lab import diskimage
+from bmc_lab import nodes
+from bmc_lab import smoke
+from bmc_common import protocol
+from bmc_lab.tests import labfixture
+
+
+@pytest.fixture(scope='module')
+def lab():
+    settings = labfixture.lab_settings_for('e2e', deploy_callback_timeout=150)
+    control.up(settings)
+    agent.ensure(settings)
+    yield settings
+    control.down(settings)
+
+
+def test_job_runs_from_ram_and_reports(lab):
+    image = container_job.push_demo_image(lab)
+    container_job.deploy(lab, image, mode=protocol.MODE_JOB,
+                         extra={'container_env': json.dumps(
+                             {'DEMO_MESSAGE': 'hello-from-e2e'})})
+    report = container_job.wait_report(lab)
+    print(container_job.format_report(report))
+    assert report['workload_exit_code'] == 0
+    assert 'hello-from-e2e' in report['output_tail']
+    # The root the workload saw is the overlay over the RAM image.
+    assert 'root fs:  overlay' in report['output_tail']
+    assert report['image_digest'].startswith('sha256:')
+    assert report['artifact']['format'] == 'erofs'
+    names = [s['name'] for s in report['stages']]
+    for stage in (protocol.STAGE_ARTIFACT_READY, protocol.STAGE_POWER_ON,
+                  protocol.STAGE_AGENT_UP, protocol.STAGE_ROOTFS_STAGED,
+                  protocol.STAGE_WORKLOAD_STARTED,
+                  protocol.STAGE_WORKLOAD_EXITED,
+                  protocol.STAGE_POWERED_OFF):
+        assert stage in names
+    for s in report['stages']:
+        assert s['end'] >= s['start'], s
+    # Job mode: the node is powered off, still ACTIVE until undeployed.
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+    cli = lab_client.get_client(lab)
+    assert cli.node.get(lab.node_name(0)).provision_state == 'active'
+    container_job.undeploy(lab)
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+
+
+@pytest.mark.parametrize('profile,expected', [('thp-always', 'always'),
+                                              ('thp-never', 'never')])
+def test_tunables_read_back_and_energy(lab, profile, expected):
+    image = container_job.push_demo_image(lab)
+    command = ['/bin/sh', '-c', 'cat /sys/kernel/mm/transparent_hugepage/'
+               'enabled; sleep 6']
+    container_job.deploy(lab, image, mode=protocol.MODE_JOB, extra={
+        protocol.II_TUNABLES: profile,
+        protocol.II_COMMAND: json.dumps(command)})
+    report = container_job.wait_report(lab)
+    container_job.undeploy(lab)
+    print(container_job.format_report(report))
+    assert report['workload_exit_code'] == 0
+    thp = report['tunables']['thp']
+    assert thp['requested'] == expected
+    assert thp['actual'] == expected and thp['ok'] is True, thp
+    # The workload itself sees the setting: "[never]" or "[always]".
+    assert '[%s]' % expected in report['output_tail']
+    assert protocol.STAGE_TUNABLES_APPLIED in [s['name']
+                                               for s in report['stages']]
+    energy = report['energy']
+    assert energy.get('available', True), energy
+    assert energy['method'] == 'ipmi-dcmi'
+    assert energy['bmc_samples_workload'] >= 1
+    assert 0 < energy['bmc_joules_workload'] < energy['bmc_joules_run']
+    # QEMU nodes have no RAPL; the report says why.
+    assert energy['rapl'].get('available') is False
+    assert energy['rapl']['reason']
+
+
+def test_kernel_that_never_calls_back_times_out(lab):
+    # The smoke initrd boots but runs no agent: nothing ever calls back.
+    kernel, initrd = smoke.prepare_images(lab)
+    image = container_job.push_demo_image(lab)
+    cli = lab_client.get_client(lab)
+    name = lab.node_name(0)
+    cli.node.update(name, [
+        {'op': 'add', 'path': '/deploy_interface', 'value': 'container'},
+        {'op': 'add', 'path': '/instance_info/container_image',
+         'value': image},
+        {'op': 'add', 'path': '/instance_info/kernel',
+         'value': 'file://' + kernel},
+        {'op': 'add', 'path': '/instance_info/ramdisk',
+         'value': 'file://' + initrd},
+    ])
+    cli.node.set_provision_state(name, 'active')
+    node = lab_client.StateWatcher(cli, name).wait(
+        'deploy failed', 600, fail_states=('active',))
+    assert 'timeout' in node.last_error.lower() or \
+        'timed out' in node.last_error.lower(), node.last_error
+    # Ironic moves the node to DEPLOYFAIL, then cleans up (powers off).
+    deadline = time.monotonic() + 120
+    while (cli.node.get(name).power_state != 'power off'
+           and time.monotonic() < deadline):
+        time.sleep(2)
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+    staged = [p for p in _listdir(lab.http_root + '/' + node.uuid)
+              if p.startswith('rootfs-')]
+    assert staged == []
+    # Back to the pool (this also clears the kernel that never boots from
+    # instance_info, so the next deploy is unaffected).
+    container_job.undeploy(lab)
+    assert not cli.node.get(name).instance_info
+
+
+def _listdir(path):
+    return os.listdir(path) if os.path.isdir(path) else []
+
+
+def test_direct_deploy_baseline_boots_from_disk(lab, tmp_path):
+    """The benchmark's baseline: Ironic's own direct deploy, booted."""
+    tree = str(tmp_path / 'root')
+    container_job.build_demo_tree(tree)
+    image = direct_job.build_image(lab, tree, '/bin/true')
+    cli = lab_client.get_client(lab)
+    before = cli.node.get(lab.node_name(0)).deploy_interface
+    console = nodes.console_cursor(lab, 0)
+    try:
+        result = direct_job.run(lab, image, timeout=600)
+    finally:
+        os.unlink(image['path'])
+    print(result)
+    states = [t[1] for t in result['transitions']]
+    assert 'active' in states
+    assert result['workload_started_s'] > result['active_s'] > 0
+    booted = console.text()
+    # The second boot came from the written disk, not the network.
+    assert 'SYSLINUX' in booted
+    assert '%s nonce=%s' % (diskimage.MARKER, image['nonce']) in booted
+    node = cli.node.get(lab.node_name(0))
+    assert node.provision_state == 'available'
+    assert node.deploy_interface == before
+    assert 'deploy_ramdisk' not in node.driver_info
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+
+
+def test_service_steps_change_a_running_container_in_place(lab):
+    """Servicing an ACTIVE node: new run-time tunables, no reboot."""
+    image = container_job.push_demo_image(lab)
+    command = ['/bin/sh', '-c', 'while true; do sleep 5; done']
+    container_job.deploy(lab, image, mode=protocol.MODE_SERVICE,
+                         extra={protocol.II_COMMAND: json.dumps(command),
+                                protocol.II_TUNABLES: 'thp-always'})
+    report = container_job.wait_report(lab, states=('running',))
+    assert report['tunables']['thp']['actual'] == 'always'
+    console = nodes.console_cursor(lab, 0)
+    cli = lab_client.get_client(lab)
+    name = lab.node_name(0)
+    cli.node.set_provision_state(
+        name, 'service', os_ironic_api_version='1.87', servicesteps=[
+            {'interface': 'deploy', 'step': 'bmc_set_tunables',
+             'args': {'tunables': {'thp': 'never'}}}])
+    watcher = lab_client.StateWatcher(cli, name)
+    watcher.wait('active', timeout=300, fail_states=('service failed',
+                                                     'error'))
+    report = container_job.wait_report(lab, states=('running',))
+    thp = report['tunables']['thp']
+    assert (thp['previous'], thp['actual'], thp['ok']) == ('always',
+                                                          'never', True)
+    # In place: the node never went through a boot again.
+    assert 'Linux version' not in console.text()
+    assert nodes.bmc_power_state(lab, 0) == 'on'
+    container_job.undeploy(lab)
+    assert nodes.bmc_power_state(lab, 0) == 'off'

@@ -1,0 +1,47 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Smoke: a real QEMU node booted through IPMI (virtualbmc) and iPXE.
+
+Ironic's own ``ramdisk`` deploy interface and ``ipxe`` boot interface
+deploy the lab kernel and a tiny initrd onto a lab node, once per lab
+profile.  The node proves it ran the initrd by printing the nonce from
+its kernel command line on the serial console and fetching a call-back
+URL from the lab's HTTP server.
+"""
+
+import pytest
+
+from bmc_lab import control
+from bmc_lab import settings as lab_settings
+from bmc_lab import smoke
+from bmc_lab.tests import labfixture
+
+
+@pytest.mark.parametrize('profile', lab_settings.PROFILES)
+def test_ramdisk_deploy_boots_node(profile):
+    settings = labfixture.lab_settings_for('e2e', profile=profile)
+    control.up(settings)
+    try:
+        result = smoke.run(settings, index=0)
+        print(result)
+        # Ironic served the kernel and initrd, the node called back ...
+        assert '/kernel' in result['http_requests_seen']
+        assert '/ramdisk' in result['http_requests_seen']
+        assert '/callback/' + result['nonce'] in result['http_requests_seen']
+        # ... went through deploying to active ...
+        states = [t[1] for t in result['transitions']]
+        assert 'active' in states
+        # ... and undeploy left it powered off, as its BMC tells.
+        assert result['power_after_undeploy'] == 'off'
+    finally:
+        control.down(settings)

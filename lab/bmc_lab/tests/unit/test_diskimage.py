@@ -1,0 +1,143 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+
+import pytest
+
+from bmc_lab import bench
+from bmc_lab import diskimage
+from bmc_lab import procs
+from bmc_lab import services
+from bmc_lab import settings as lab_settings
+
+
+def _entries(mbr):
+    out = []
+    for i in range(4):
+        raw = mbr[446 + 16 * i:446 + 16 * (i + 1)]
+        flag, _, ptype, _, lba, sectors = struct.unpack('<B3sB3sII', raw)
+        out.append((flag, ptype, lba, sectors))
+    return out
+
+
+def test_master_boot_record_layout():
+    mbr = diskimage.master_boot_record(b'\xeb\x00code', [
+        (True, 0x06, 1024 * 1024, 32 * 1024 * 1024),
+        (False, 0x83, 33 * 1024 * 1024, 100 * 1024 * 1024)])
+    assert len(mbr) == 512
+    assert mbr[:6] == b'\xeb\x00code'
+    assert mbr[510:] == b'\x55\xaa'
+    assert _entries(mbr) == [(0x80, 0x06, 2048, 65536),
+                             (0, 0x83, 67584, 204800),
+                             (0, 0, 0, 0), (0, 0, 0, 0)]
+
+
+def test_master_boot_record_refuses_oversized_boot_code():
+    with pytest.raises(ValueError, match='441 bytes, at most 440'):
+        diskimage.master_boot_record(b'x' * 441, [])
+
+
+def test_missing_tools_are_named(monkeypatch):
+    monkeypatch.setattr(shutil, 'which', lambda tool: None)
+    with pytest.raises(procs.LabError, match='dosfstools, e2fsprogs, '
+                       'mtools, syslinux'):
+        diskimage.check_tools()
+
+
+@pytest.mark.skipif(shutil.which('syslinux') is None
+                    or shutil.which('debugfs') is None,
+                    reason='needs syslinux, mtools, dosfstools, e2fsprogs '
+                           '(tools/host-setup.sh installs them)')
+def test_build_writes_a_bootable_two_partition_disk(tmp_path):
+    tree = tmp_path / 'tree'
+    (tree / 'bin').mkdir(parents=True)
+    (tree / 'bin' / 'work').write_text('#!/bin/sh\necho hi\n')
+    os.chmod(tree / 'bin' / 'work', 0o755)
+    (tree / 'bin' / 'sh').symlink_to('busybox')
+    kernel = tmp_path / 'vmlinuz'
+    kernel.write_bytes(b'kernel' * 1000)
+    initrd = tmp_path / 'initrd.gz'
+    initrd.write_bytes(b'initrd' * 1000)
+    image = str(tmp_path / 'disk.img')
+
+    size = diskimage.build(image, str(tree), str(kernel), str(initrd),
+                           'console=ttyS0 bmclab.nonce=n1')
+
+    assert os.path.getsize(image) == size
+    assert not os.path.exists(image + '.parts')
+    with open(image, 'rb') as f:
+        mbr = f.read(512)
+    with open(diskimage.SYSLINUX_MBR, 'rb') as f:
+        assert mbr[:440] == f.read(440)
+    boot, root = _entries(mbr)[:2]
+    assert boot[:3] == (0x80, 0x06, diskimage.BOOT_START // 512)
+    assert root[0] == 0 and root[1] == 0x83
+    assert (root[2] + root[3]) * 512 == size
+    # The boot partition holds syslinux, the kernel, the initrd and a
+    # configuration carrying the command line.
+    listing = subprocess.run(
+        ['mdir', '-a', '-b', '-i', '%s@@%d' % (image, diskimage.BOOT_START)],
+        capture_output=True, text=True, check=True).stdout
+    for name in ('LDLINUX.SYS', 'VMLINUZ', 'INITRD.GZ', 'SYSLINUX.CFG'):
+        assert name in listing.upper()
+    cfg = subprocess.run(
+        ['mtype', '-i', '%s@@%d' % (image, diskimage.BOOT_START),
+         '::syslinux.cfg'], capture_output=True, text=True,
+        check=True).stdout
+    assert 'APPEND console=ttyS0 bmclab.nonce=n1' in cfg
+    # The root partition is ext4 with the tree, owned by root.
+    rootfs = str(tmp_path / 'root.ext4')
+    with open(image, 'rb') as src, open(rootfs, 'wb') as dst:
+        src.seek(root[2] * 512)
+        dst.write(src.read(root[3] * 512))
+    shown = subprocess.run(['debugfs', '-R', 'cat /bin/work', rootfs],
+                           capture_output=True, text=True, check=True)
+    assert shown.stdout == '#!/bin/sh\necho hi\n'
+    stat = subprocess.run(['debugfs', '-R', 'stat /bin/work', rootfs],
+                          capture_output=True, text=True,
+                          check=True).stdout
+    assert 'User:     0   Group:     0' in stat
+
+
+def test_ironic_reaches_node_addresses_through_the_lab_nginx(tmp_path):
+    settings = lab_settings.Settings(state_dir=str(tmp_path))
+    env = services.ironic_env(settings)
+    assert env['http_proxy'] == 'http://127.0.0.1:%d' % settings.ports.http
+    assert '127.0.0.1' in env['no_proxy'].split(',')
+    assert env['https_proxy'] == ''
+
+
+def test_bench_summary_and_table():
+    report = {
+        'artifact': {'size': 150e6, 'format': 'erofs'},
+        'staging': {'download_s': 4.0, 'mount_s': 0.5,
+                    'raw_transfer_s': 3.0, 'hash_s': 2.5,
+                    'bytes': 150e6},
+        'stages': [{'name': 'workload-started', 'start': 10.0,
+                    'end': 12.0}],
+        'workload_exit_code': 0,
+    }
+    direct = {'active_s': 150.0, 'workload_started_s': 200.0}
+    result = bench.summarize(report, 80.0, 10000, 200e6, direct, 300e6)
+    assert result['staging_over_raw'] == 1.5
+    assert result['node_sha256_mb_s'] == 60.0
+    assert result['t_ready_container_over_direct'] == 0.4
+    assert result['t_ready_direct_s'] == 200.0
+    assert result['direct_image_mb'] == 300.0
+    table = bench.format_table(result)
+    assert re.search(r'^T_ready container / direct +0\.4$', table, re.M)
+    assert 'T_ready direct (request -> workload started)' in table

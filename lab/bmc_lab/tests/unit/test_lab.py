@@ -1,0 +1,156 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import configparser
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from bmc_lab import ironic_conf
+from bmc_lab import nodes
+from bmc_lab import procs
+from bmc_lab import settings as lab_settings
+from bmc_lab import smoke
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return lab_settings.Settings(state_dir=str(tmp_path), nodes=2)
+
+
+def _conf(settings):
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(ironic_conf.render(settings))
+    return parser
+
+
+def test_unknown_profile_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown lab profile 'big'"):
+        lab_settings.Settings(state_dir=str(tmp_path), profile='big')
+
+
+def test_settings_round_trip(settings):
+    settings.ports.http = 9999
+    settings.save()
+    loaded = lab_settings.Settings.load(settings.state_dir)
+    assert loaded == settings
+    assert lab_settings.Settings.load(settings.path('nope')) is None
+
+
+def test_embedded_profile_conf(settings):
+    conf = _conf(settings)
+    assert conf['DEFAULT']['rpc_transport'] == 'none'
+    assert conf['database']['connection'].startswith('sqlite:///')
+    assert conf['database']['connection'].endswith('ironic.sqlite')
+    assert conf['deploy']['http_root'] == settings.http_root
+    # Nodes reach services only through the guest-side host address.
+    assert conf['deploy']['http_url'] == 'http://10.0.2.100:8080'
+    assert conf['service_catalog']['endpoint_override'] == \
+        'http://10.0.2.100:6385'
+    assert conf['conductor']['file_url_allowed_paths'] == \
+        settings.images_dir
+    assert conf['api']['host_ip'] == '127.0.0.1'
+
+
+def test_scaled_profile_conf(tmp_path):
+    settings = lab_settings.Settings(state_dir=str(tmp_path),
+                                     profile='scaled', name='x-y')
+    conf = _conf(settings)
+    assert conf['DEFAULT']['rpc_transport'] == 'oslo'
+    assert conf['DEFAULT']['transport_url'].startswith('rabbit://')
+    assert conf['database']['connection'] == \
+        'mysql+pymysql://root@127.0.0.1:3306/x_y_ironic?charset=utf8'
+
+
+def test_node_network_is_restricted_to_loopback_forwards(settings):
+    spec = nodes.netdev_spec(settings, 1)
+    parts = spec.split(',')
+    assert 'restrict=on' in parts
+    fwds = [p for p in parts if p.startswith('guestfwd=')]
+    assert len(fwds) == 3
+    for f in fwds:
+        assert f.startswith('guestfwd=tcp:10.0.2.100:')
+        port = f.split(':')[2].split('-')[0]
+        assert f.endswith('-cmd:/usr/bin/socat STDIO TCP:127.0.0.1:' + port)
+    assert 'bootfile=http://10.0.2.100:8080/boot.ipxe' in parts
+    # The host reaches node 1's agent through loopback only.
+    assert 'hostfwd=tcp:127.0.0.1:9901-:9999' in parts
+
+
+def test_domain_xml(settings):
+    xml = nodes.domain_xml(settings, 1)
+    assert "<domain type='qemu'" in xml
+    assert "<name>bmc-lab-node-1</name>" in xml
+    assert "<qemu:arg value='tcg'/>" in xml
+    assert settings.node_mac(1) in xml
+    assert nodes.console_log(settings, 1) in xml
+    assert "<memballoon model='none'/>" in xml
+    # The BMC's "boot from disk" gives the disk boot index 1: the NIC
+    # (defined on the QEMU command line) must not hold it too.
+    assert 'bootindex=2' in xml and 'bootindex=1' not in xml
+    assert "<boot dev='network'/>" in xml
+
+
+def test_ports_named_for_conflicts(settings):
+    named = settings.ports.named(2)
+    assert named['virtual BMC of node 1 (IPMI)'] == 6231
+    assert named['nginx (Ironic http_root)'] == 8080
+
+
+def test_check_ports_free_names_port_and_user():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        with pytest.raises(procs.LabError) as exc:
+            procs.check_ports_free({'the thing': port})
+    assert 'port %d (wanted by the thing) is already in use' % port in \
+        str(exc.value)
+
+
+def test_wait_for_port_reports_exit_and_log(tmp_path):
+    proc = subprocess.Popen([sys.executable, '-c', 'raise SystemExit(3)'])
+    proc.wait()
+    with pytest.raises(procs.LabError) as exc:
+        procs.wait_for_port(1, 'thing', '/some/log', proc=proc, timeout=5)
+    assert 'thing exited with code 3' in str(exc.value)
+    assert '/some/log' in str(exc.value)
+
+
+def test_spawn_and_stop(settings):
+    proc = procs.spawn(settings, 'sleeper', ['sleep', '60'])
+    assert procs.pid_of(settings, 'sleeper') == proc.pid
+    assert procs.stop(settings, 'sleeper') is True
+    proc.wait(timeout=5)
+    assert procs.pid_of(settings, 'sleeper') is None
+    assert procs.stop(settings, 'sleeper') is False
+
+
+def test_stale_pidfile_is_not_trusted(settings):
+    proc = procs.spawn(settings, 'sleeper', ['sleep', '60'])
+    with open(settings.path('run', 'sleeper.pid'), 'w') as f:
+        f.write('%d not-sleep\n' % proc.pid)
+    try:
+        assert procs.pid_of(settings, 'sleeper') is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_cpio_is_readable(tmp_path):
+    data = smoke._cpio_newc([('bin', 0o40755, b''),
+                             ('bin/hello', 0o100755, b'#!/bin/sh\necho\n')])
+    res = subprocess.run(['cpio', '-t'], input=data, capture_output=True)
+    assert res.returncode == 0
+    assert res.stdout.split() == [b'bin', b'bin/hello']
