@@ -12,10 +12,12 @@
 
 """Configuration of the conductor plugin: the ``[container]`` group.
 
-Registered once, here, on Ironic's global CONF; listed for
-``oslo-config-generator --namespace ironic_bmc``.
+Registered once, here, on Ironic's global CONF when this module is first
+imported; modules read it as ``from ironic_bmc.conf import CONF``.  Listed
+for ``oslo-config-generator --namespace ironic_bmc``.
 """
 
+from ironic.conf import CONF
 from oslo_config import cfg
 
 from bmc_common import protocol
@@ -42,6 +44,12 @@ opts = [
     cfg.StrOpt('rootfs_compression', default='none',
                help='Compression inside the artifact: "none", or for '
                     'erofs lz4/lz4hc, for squashfs lz4/gzip/lzo/xz/zstd.'),
+    cfg.ListOpt('allowed_registries', default=[],
+                help='Registries container images may come from, as '
+                     'host:port, or as host for every port of that host. '
+                     'Empty: any.  Whoever deploys chooses the host the '
+                     'conductor connects to; set this on a conductor that '
+                     'can reach internal services.'),
     cfg.ListOpt('insecure_registries', default=[],
                 help='Registries reached over plain HTTP, as host:port, '
                      'or as host for every port of that host.'),
@@ -50,6 +58,22 @@ opts = [
                       'larger than this fraction of the node\'s '
                       'properties/memory_mb: the rootfs lives in RAM next '
                       'to the workload.'),
+    cfg.IntOpt('max_image_size_mb', default=16384, min=1,
+               help='Refuse a container image whose unpacked root '
+                    'filesystem is larger than this (MiB), whatever the '
+                    'node\'s memory.  Applies also when '
+                    'properties/memory_mb is unset.'),
+    cfg.IntOpt('max_layer_entries', default=1000000, min=1,
+               help='Refuse a layer with more tar entries than this.'),
+    cfg.IntOpt('max_tar_header_kb', default=1024, min=1,
+               help='Refuse a layer whose PAX or GNU long-name header is '
+                    'larger than this (KiB): such headers are read into '
+                    'memory whole.'),
+    cfg.ListOpt('allowed_xattrs', default=['user.*', 'security.capability'],
+                help='Extended attributes of layer files that are kept '
+                     '(shell-style patterns).  Others, such as '
+                     'trusted.overlay.* or security.selinux, are dropped '
+                     'and the drop is logged.'),
     cfg.StrOpt('default_kernel_modules',
                help='Kernel modules initrd (a cpio of /lib/modules/<ver>) '
                     'for the default kernel ([conductor]deploy_kernel).  '
@@ -82,3 +106,6 @@ def register_opts(conf):
 
 def list_opts():
     return [(GROUP, opts)]
+
+
+register_opts(CONF)

@@ -24,6 +24,7 @@ from ironic.common.i18n import _
 from oslo_utils import strutils
 
 from bmc_common import protocol
+from ironic_bmc.conf import CONF
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import reference
 
@@ -35,7 +36,8 @@ class ContainerInfo:
     mode: str = protocol.MODE_SERVICE
     command: list = None
     env: dict = dataclasses.field(default_factory=dict)
-    pull_secret: str = None
+    #: Registry credentials: never in a repr, a log line or a report.
+    pull_secret: str = dataclasses.field(default=None, repr=False)
     measure_link: bool = False
 
 
@@ -100,6 +102,17 @@ def _choice(info, key, choices, default, supported=None):
     return value
 
 
+def _check_registry_allowed(registry):
+    allowed = CONF.container.allowed_registries
+    if allowed and not reference.registry_in(registry, allowed):
+        # Whoever deploys chooses the host the conductor connects to.
+        raise exception.InvalidParameterValue(
+            _('instance_info/%(key)s: registry %(reg)s is not in '
+              '[container]allowed_registries (%(allowed)s)')
+            % {'key': protocol.II_IMAGE, 'reg': registry,
+               'allowed': ', '.join(allowed)})
+
+
 def parse(node):
     """Parse and validate the container keys of ``node.instance_info``.
 
@@ -115,11 +128,12 @@ def parse(node):
               'registry.example:5000/app@sha256:<digest>')
             % protocol.II_IMAGE)
     try:
-        reference.parse(image)
+        ref = reference.parse(image)
     except image_exc.ImagePipelineError as exc:
         raise exception.InvalidParameterValue(
             _('instance_info/%(key)s: %(err)s')
             % {'key': protocol.II_IMAGE, 'err': exc})
+    _check_registry_allowed(ref.registry)
     result = ContainerInfo(
         image=image,
         rootfs=_choice(info, protocol.II_ROOTFS, protocol.ROOTFS_MODES,

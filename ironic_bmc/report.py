@@ -27,6 +27,8 @@ from ironic.conf import CONF
 from bmc_common import protocol
 
 INTERNAL_KEY = 'bmc_run_report'
+#: States of a run that has ended: nothing more is recorded.
+FINAL_STATES = ('finished', 'undeployed', 'failed')
 
 
 def new(node, container):

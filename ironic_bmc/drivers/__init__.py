@@ -12,8 +12,5 @@
 
 """Ironic driver interfaces of the plugin (loaded by ironic-conductor)."""
 
-from ironic.conf import CONF
-
-from ironic_bmc import conf
-
-conf.register_opts(CONF)
+# Importing the configuration module registers the [container] options.
+from ironic_bmc import conf  # noqa: F401

@@ -33,6 +33,7 @@ import secrets
 import shutil
 
 from ironic.common import boot_devices
+from ironic.common import dhcp_factory
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.common import image_service
@@ -119,6 +120,14 @@ def prepare(task, ramdisk_params, extra_kernel_args=()):
     """
     node = task.node
     pxe_utils.create_ipxe_boot_script()
+    # As Ironic's own iPXE boot does (pxe_base.prepare_ramdisk): the DHCP
+    # provider (neutron, dnsmasq; "none" where DHCP is not Ironic's to
+    # manage) hands the node the iPXE script, for IPv4 and IPv6.
+    dhcp_opts = []
+    for ip_version in (4, 6):
+        dhcp_opts += pxe_utils.dhcp_options_for_instance(
+            task, ipxe_enabled=True, ip_version=ip_version)
+    dhcp_factory.DHCPFactory().update_dhcp(task, dhcp_opts)
     images = boot_images(task)
     options = pxe_utils.build_pxe_config_options(
         task, images, ipxe_enabled=True, ramdisk_params=ramdisk_params)

@@ -107,16 +107,22 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         deploy_utils.validate_capabilities(node)
 
     def prepare(self, task):
+        """Power off and put the node on the provisioning network, as
+        Ironic's agent deploy does; the agent stays there next to the
+        workload, so no tenant network is ever configured."""
         node = task.node
         if node.provision_state == states.DEPLOYING:
             task.driver.network.validate(task)
             manager_utils.node_power_action(task, states.POWER_OFF)
+            task.driver.network.unconfigure_tenant_networks(task)
+            task.driver.network.add_provisioning_network(task)
 
     @base.deploy_step(priority=100)
     def deploy(self, task):
         """Resolve the image, boot the agent, build the rootfs meanwhile."""
         node = task.node
         container = deploy_info.parse(node)
+        self._end_previous_run(task)
         report = run_report.new(node, container)
         images = boot_files.boot_images(task)
         run_report.update(
@@ -127,7 +133,8 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
                                       (None,))[0])
         t_start = time.time()
         resolved = self._resolve(task, container)
-        run_report.update(node, report, image_digest=resolved.manifest_digest)
+        run_report.update(node, report,
+                          image_digest=resolved[0].manifest_digest)
 
         knobs = tuning.requested(node)
         _runtime, kernel_args = tuning.split(knobs)
@@ -144,7 +151,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
 
         # Early boot: the node boots while the artifact is built.
         try:
-            artifact = rootfs.prepare(node, container)
+            artifact = rootfs.prepare(node, container, resolved)
             url = boot_files.publish_artifact(task, artifact.path,
                                               artifact.format)
         except Exception as exc:
@@ -169,6 +176,18 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         })
         node.save()
         return states.DEPLOYWAIT
+
+    def _end_previous_run(self, task):
+        """A rebuild (or a retried deploy) runs deploy() on a node that
+        may still hold the previous run: close its report and release its
+        URL, cache pin, agent and power sampling."""
+        node = task.node
+        self._close_run(task)
+        boot_files.unpublish_artifact(task)
+        rootfs.release(node)
+        agent_calls.forget(node)
+        energy.stop(node)
+        node.del_driver_internal_info(DEPLOY_KEY)
 
     def _resolve(self, task, container):
         try:
@@ -321,7 +340,15 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
     @base.deploy_step(priority=70)
     def bmc_start_workload(self, task):
         """Have the agent start the workload in the staged root."""
-        info = task.node.driver_internal_info[DEPLOY_KEY]
+        node = task.node
+        info = node.driver_internal_info[DEPLOY_KEY]
+        if info['stage_args'].get('rootfs') == protocol.ROOTFS_RAMFS:
+            # The node holds the whole rootfs now: its URL is no longer
+            # needed by anyone, so it stops existing.
+            boot_files.unpublish_artifact(task)
+            info['stage_args'].pop('url', None)
+            node.set_driver_internal_info(DEPLOY_KEY, info)
+            node.save()
         return self._execute_in_band(task, info['workload_args'])
 
     @base.deploy_step(priority=10)
@@ -344,6 +371,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             run_report.INTERNAL_KEY) or {}).get('state') == 'running'),
     )
     def _watch_workload(self, task, manager, context):
+        deploy_id = run_report.get(task.node)['deploy_id']
         try:
             status = self._workload_status(task)
         except exception.IronicException as exc:
@@ -353,6 +381,15 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         if status.get('state') == 'running':
             return
         task.upgrade_lock()
+        # The exclusive lock reloads the node: it may have been undeployed
+        # or redeployed while the agent was asked (with a shared lock).
+        report = run_report.get(task.node)
+        if (task.node.provision_state != states.ACTIVE or not report
+                or report.get('deploy_id') != deploy_id
+                or report.get('state') != 'running'):
+            LOG.info('Node %(node)s changed while its workload state was '
+                     'read; not recording an exit', {'node': task.node.uuid})
+            return
         self._record_exit(task, status)
 
     def _workload_status(self, task):
@@ -401,12 +438,21 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             rapl=(status or {}).get('rapl')))
 
     # --- tear down ---------------------------------------------------------
+    #
+    # Ironic calls clean_up *before* tear_down on undeploy, and clean_up
+    # alone when a deploy fails or is aborted.  Whichever runs first closes
+    # the run's report, while the agent's URL is still known: its last
+    # workload state, the power-off, the energy and the final state.
 
-    def tear_down(self, task):
+    def _close_run(self, task):
+        """End the run's report once; a no-op when already ended."""
         node = task.node
         report = run_report.get(node)
+        if not report or report.get('state') in run_report.FINAL_STATES:
+            return
+        state = report.get('state')
         status = None
-        if report and report.get('state') == 'running':
+        if state == 'running' and agent_calls.reachable(node):
             try:
                 status = agent_calls.call(task,
                                           protocol.STEP_WORKLOAD_STATUS,
@@ -415,20 +461,38 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
                 LOG.warning('No final workload state of node %(node)s: '
                             '%(err)s', {'node': node.uuid, 'err': exc})
         t_off = time.time()
-        result = super().tear_down(task)
-        if report and report.get('state') in ('running', 'exited'):
+        if node.power_state != states.POWER_OFF:
+            manager_utils.node_power_action(task, states.POWER_OFF)
+        if state == 'deploying':
+            # A deploy that failed or was aborted; Ironic has recorded why
+            # in last_error (node history) before cleaning up.
+            if report['stages']:
+                run_report.add_stage(node, report,
+                                     protocol.STAGE_POWERED_OFF, t_off,
+                                     time.time())
+            energy.stop(node)
+            run_report.update(node, report, state='failed',
+                              error=node.last_error
+                              or _('the deploy was aborted'))
+        else:
             run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
                                  t_off, time.time())
-            if 'energy' not in report or report['energy'].get('available',
-                                                               True):
-                self._finish_energy(node, report, status)
+            self._finish_energy(node, report, status)
             run_report.update(node, report, state='undeployed')
-        energy.stop(node)
+        node.save()
+
+    def tear_down(self, task):
+        """Power off and unconfigure networks; the run is closed already
+        (by clean_up) unless another caller skipped it."""
+        self._close_run(task)
+        result = super().tear_down(task)
+        energy.stop(task.node)
         return result
 
     def clean_up(self, task):
-        """Remove staged files, release the cache entry, power off."""
+        """Close the run, remove staged files, release the cache entry."""
         node = task.node
+        self._close_run(task)
         boot_files.clean_up(task)
         rootfs.release(node)
         node.del_driver_internal_info(DEPLOY_KEY)

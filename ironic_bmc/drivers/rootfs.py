@@ -19,6 +19,7 @@ from ironic.common.i18n import _
 from ironic.conf import CONF
 
 from ironic_bmc.image import cache as artifact_cache
+from ironic_bmc.image import layers
 from ironic_bmc.image import pipeline
 from ironic_bmc.image import reference
 
@@ -27,8 +28,11 @@ MiB = 1024 * 1024
 
 @functools.lru_cache(maxsize=None)
 def _cache(cache_dir, size_mb):
-    return artifact_cache.ArtifactCache(cache_dir,
-                                        max_size=(size_mb * MiB) or None)
+    cache = artifact_cache.ArtifactCache(cache_dir,
+                                         max_size=(size_mb * MiB) or None)
+    # Once per conductor process: what a crashed build left behind.
+    cache.clean_stale_work()
+    return cache
 
 
 def get_cache():
@@ -36,22 +40,42 @@ def get_cache():
                   CONF.container.image_cache_size_mb)
 
 
-def ram_limit(node):
-    """Bytes of rootfs the node may hold in RAM, or None if unknown."""
+def size_limit(node):
+    """Bytes of unpacked rootfs the node may hold, and why that bound.
+
+    The smaller of ``[container]max_image_size_mb`` (always applies) and
+    ``[container]max_image_ram_fraction`` of ``properties/memory_mb``
+    (when the node has it): the rootfs lives in RAM next to the workload.
+
+    :returns: (limit in bytes, a phrase naming where the limit comes from)
+    """
+    limit = CONF.container.max_image_size_mb * MiB
+    why = '[container]max_image_size_mb'
     try:
         memory_mb = int(node.properties.get('memory_mb') or 0)
     except (TypeError, ValueError):
-        return None
-    if memory_mb <= 0:
-        return None
-    return int(memory_mb * MiB * CONF.container.max_image_ram_fraction)
+        memory_mb = 0
+    if memory_mb > 0:
+        ram = int(memory_mb * MiB * CONF.container.max_image_ram_fraction)
+        if ram < limit:
+            limit = ram
+            why = ('%s of properties/memory_mb'
+                   % CONF.container.max_image_ram_fraction)
+    return limit, why
+
+
+def layer_limits():
+    """What one layer may hold, from the [container] options."""
+    return layers.Limits(
+        max_entries=CONF.container.max_layer_entries,
+        max_header_bytes=CONF.container.max_tar_header_kb * 1024,
+        allowed_xattrs=tuple(CONF.container.allowed_xattrs))
 
 
 def _insecure(image_ref):
     """Plain HTTP for registries listed by host:port or by host alone."""
-    registry = reference.parse(image_ref).registry
-    allowed = CONF.container.insecure_registries
-    return registry in allowed or registry.rpartition(':')[0] in allowed
+    return reference.registry_in(reference.parse(image_ref).registry,
+                                 CONF.container.insecure_registries)
 
 
 def _compression():
@@ -60,32 +84,37 @@ def _compression():
 
 
 def resolve(node, container):
-    """Resolve the image for the node; refuse one that cannot fit."""
-    resolved, _client = pipeline.resolve(
+    """Resolve the image for the node; refuse one that cannot fit.
+
+    :returns: the ``(ResolvedImage, client)`` pair to hand to
+        :func:`prepare`: the image is resolved once per deploy.
+    """
+    resolved, client = pipeline.resolve(
         container.image, cpu_arch=node.properties.get('cpu_arch'),
         pull_secret=container.pull_secret,
         insecure=_insecure(container.image))
-    limit = ram_limit(node)
-    if limit is not None and resolved.layers_size > limit:
+    limit, why = size_limit(node)
+    if resolved.layers_size > limit:
         raise exception.InvalidParameterValue(
             _('image %(image)s has %(size)d MiB of compressed layers; node '
               '%(node)s can hold at most %(limit)d MiB of rootfs in RAM '
-              '(%(frac)s of properties/memory_mb)')
+              '(%(why)s)')
             % {'image': container.image, 'size': resolved.layers_size // MiB,
-               'node': node.uuid, 'limit': limit // MiB,
-               'frac': CONF.container.max_image_ram_fraction})
-    return resolved
+               'node': node.uuid, 'limit': limit // MiB, 'why': why})
+    return resolved, client
 
 
-def prepare(node, container):
-    """Build (or find) the rootfs artifact, pinned for this node."""
+def prepare(node, container, resolved):
+    """Build (or find) the rootfs artifact of the image :func:`resolve`
+    resolved, pinned for this node."""
     return pipeline.prepare_rootfs(
         container.image, get_cache(),
         cpu_arch=node.properties.get('cpu_arch'),
         fmt=CONF.container.rootfs_format, compression=_compression(),
         pull_secret=container.pull_secret,
         insecure=_insecure(container.image),
-        max_unpacked_size=ram_limit(node), pin=node.uuid)
+        max_unpacked_size=size_limit(node)[0], pin=node.uuid,
+        limits=layer_limits(), resolved=resolved)
 
 
 def release(node):
@@ -101,8 +130,8 @@ def check_known_size(node, container):
     deploy step before the node is powered on.
     """
     ref = reference.parse(container.image)
-    limit = ram_limit(node)
-    if not ref.digest or limit is None:
+    limit, why = size_limit(node)
+    if not ref.digest:
         return
     key = artifact_cache.ArtifactCache.make_key(
         ref.digest, CONF.container.rootfs_format, _compression(),
@@ -115,7 +144,6 @@ def check_known_size(node, container):
         raise exception.InvalidParameterValue(
             _('instance_info/container_image: %(image)s unpacks to %(size)d '
               'MiB; node %(node)s can hold at most %(limit)d MiB of rootfs '
-              'in RAM (%(frac)s of properties/memory_mb)')
+              'in RAM (%(why)s)')
             % {'image': container.image, 'size': size // MiB,
-               'node': node.uuid, 'limit': limit // MiB,
-               'frac': CONF.container.max_image_ram_fraction})
+               'node': node.uuid, 'limit': limit // MiB, 'why': why})

@@ -176,6 +176,30 @@ class ArtifactCache:
                          name, key)
                 rmtree(os.path.join(self.work_dir, name))
 
+    def clean_stale_work(self):
+        """Remove work directories no build holds (a build that crashed,
+        or a conductor killed mid-build); returns their names.
+
+        A build holds its key's lock for its whole life, so a work
+        directory whose key lock can be taken is nobody's.
+        """
+        removed = []
+        for name in sorted(os.listdir(self.work_dir)):
+            key = name.rsplit('.', 1)[0]
+            try:
+                lock = self._lock_path(key)
+            except ValueError:
+                lock = None
+            if lock is None:
+                continue
+            with _flock(lock, blocking=False) as locked:
+                if locked:
+                    LOG.info('Removing stale work directory %s of the '
+                             'rootfs cache', name)
+                    rmtree(os.path.join(self.work_dir, name))
+                    removed.append(name)
+        return removed
+
     def get_or_build(self, key, build, pin=None):
         """Return the entry for ``key``, building it once if missing.
 

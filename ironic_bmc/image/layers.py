@@ -38,7 +38,9 @@ for the artifact builder (squashfs pseudo files, tar headers).
 """
 
 import collections
+import dataclasses
 import errno
+import fnmatch
 import gzip
 import os
 import shutil
@@ -62,6 +64,47 @@ OPAQUE_MARKER = '.wh..wh..opq'
 #: A device node that could not be created (not running as root).
 Device = collections.namedtuple(
     'Device', ['kind', 'mode', 'uid', 'gid', 'major', 'minor', 'mtime'])
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Bounds on what a layer may make the conductor do.
+
+    Images come from whoever deploys; these hold whatever the image is.
+    """
+
+    #: Bytes of file content of the whole tree (None: unbounded).
+    max_size: int = None
+    #: Tar entries per layer.
+    max_entries: int = 1000000
+    #: Bytes of one PAX extended or GNU long-name/long-link header: Python's
+    #: tarfile reads such a header into memory whole.
+    max_header_bytes: int = 1024 * 1024
+    #: Extended attributes kept (shell-style patterns); others are dropped.
+    allowed_xattrs: tuple = ('user.*', 'security.capability')
+
+
+_LONG_HEADERS = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK,
+                 tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
+
+
+class _HeaderTooLarge(Exception):
+    pass
+
+
+def _bounded_tarinfo(max_header_bytes):
+    """A TarInfo class that refuses long headers above the bound before
+    tarfile reads them into memory."""
+
+    class BoundedTarInfo(tarfile.TarInfo):
+        def _proc_member(self, tarfile_):
+            if self.type in _LONG_HEADERS and self.size > max_header_bytes:
+                raise _HeaderTooLarge(
+                    f'has a {self.size}-byte extended header (more than '
+                    f'{max_header_bytes})')
+            return super()._proc_member(tarfile_)
+
+    return BoundedTarInfo
 
 
 class TreeInfo:
@@ -132,14 +175,21 @@ class LayerApplier:
     :param root: the tree root; must be private to the caller.
     :param same_owner: apply ownership and create device nodes; defaults
         to "running as root".
-    :param max_size: refuse a tree whose file content grows beyond this.
+    :param max_size: refuse a tree whose file content grows beyond this
+        (overrides ``limits.max_size``).
+    :param limits: :class:`Limits`; the defaults when None.
     """
 
-    def __init__(self, root, same_owner=None, max_size=None):
+    def __init__(self, root, same_owner=None, max_size=None, limits=None):
         self.root = root
         self.same_owner = (os.geteuid() == 0 if same_owner is None
                            else same_owner)
-        self.max_size = max_size
+        self.limits = limits or Limits()
+        self.max_size = (max_size if max_size is not None
+                         else self.limits.max_size)
+        self._tarinfo = _bounded_tarinfo(self.limits.max_header_bytes)
+        #: xattr name -> times dropped (not in limits.allowed_xattrs).
+        self.dropped_xattrs = collections.Counter()
         self.info = TreeInfo()
         self._root_fd = os.open(root, _DIR_FLAGS)
         self._dir_meta = {}
@@ -176,12 +226,22 @@ class LayerApplier:
         self._layer = layer_id
         self._layer_paths = set()
         name = '-'
+        count = 0
         try:
-            with tarfile.open(fileobj=stream, mode='r|') as tar:
+            with tarfile.open(fileobj=stream, mode='r|',
+                              tarinfo=self._tarinfo) as tar:
                 for member in tar:
                     name = member.name
+                    count += 1
+                    if count > self.limits.max_entries:
+                        raise self._unsafe(
+                            name, f'is beyond the limit of '
+                            f'{self.limits.max_entries} entries per layer')
                     self._apply_member(tar, member)
                     tar.members = []
+        except _HeaderTooLarge as e:
+            raise exc.UnsafeLayer(layer=layer_id, path=name,
+                                  reason=f'(the entry after it) {e}')
         except (tarfile.TarError, EOFError, gzip.BadGzipFile,
                 ValueError, UnicodeError) as e:
             raise exc.UnsafeLayer(layer=layer_id, path=name,
@@ -320,13 +380,23 @@ class LayerApplier:
         except (TypeError, ValueError, OverflowError):
             return 0
 
-    @staticmethod
-    def _xattrs(member):
+    def _xattrs(self, member):
         out = {}
         for key, value in (member.pax_headers or {}).items():
-            if key.startswith('SCHILY.xattr.'):
-                out[key[len('SCHILY.xattr.'):]] = value.encode(
-                    'utf-8', 'surrogateescape')
+            if not key.startswith('SCHILY.xattr.'):
+                continue
+            name = key[len('SCHILY.xattr.'):]
+            if not any(fnmatch.fnmatchcase(name, pattern)
+                       for pattern in self.limits.allowed_xattrs):
+                if not self.dropped_xattrs[name]:
+                    LOG.warning('Layer %(l)s: dropping extended attribute '
+                                '%(k)s (of %(p)s and any later file): not '
+                                'in [container]allowed_xattrs',
+                                {'l': self._layer, 'k': name,
+                                 'p': member.name})
+                self.dropped_xattrs[name] += 1
+                continue
+            out[name] = value.encode('utf-8', 'surrogateescape')
         return out
 
     # --- entries -------------------------------------------------------------

@@ -173,7 +173,13 @@ def resolve(image_ref, cpu_arch=None, pull_secret=None, insecure=False,
             raise exc.UnsupportedImage(
                 ref=ref, reason=f'layer {layer["digest"]} has unsupported '
                 f'media type {mt!r}')
-        total += int(layer.get('size') or 0)
+        size = layer.get('size')
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            # The size bounds the download of the blob: no size, no limit.
+            raise exc.UnsupportedImage(
+                ref=ref, reason=f'layer {layer["digest"]} has no valid '
+                f'size in its descriptor ({size!r})')
+        total += size
     resolved = ResolvedImage(
         ref=ref.with_digest(digest) if not ref.digest or index_digest
         else ref,
@@ -191,7 +197,7 @@ def _file_digest(path):
 
 
 def _build(resolved, client, workdir, fmt, compression, max_unpacked_size,
-           same_owner, index_arch):
+           same_owner, index_arch, limits):
     ref = resolved.ref
     config_desc = resolved.manifest['config']
     config = client.get_blob_json(config_desc['digest'])
@@ -206,14 +212,14 @@ def _build(resolved, client, workdir, fmt, compression, max_unpacked_size,
     os.mkdir(blobs, 0o700)
     timings = {'download': 0.0, 'apply': 0.0}
     with layers.LayerApplier(tree, same_owner=same_owner,
-                             max_size=max_unpacked_size) as applier:
+                             max_size=max_unpacked_size,
+                             limits=limits) as applier:
         for layer in resolved.manifest['layers']:
             digest = layer['digest']
             blob = os.path.join(blobs, digest.split(':', 1)[1])
             start = time.monotonic()
             with open(blob, 'xb') as f:
-                client.download_blob(digest, f,
-                                     expected_size=layer.get('size'))
+                client.download_blob(digest, f, expected_size=layer['size'])
             timings['download'] += time.monotonic() - start
             start = time.monotonic()
             applier.apply_file(blob, digest)
@@ -252,7 +258,7 @@ def _build(resolved, client, workdir, fmt, compression, max_unpacked_size,
 def prepare_rootfs(image_ref, cache, cpu_arch=None, fmt=DEFAULT_FORMAT,
                    compression=DEFAULT_COMPRESSION, pull_secret=None,
                    insecure=False, verify=None, max_unpacked_size=None,
-                   pin=None, same_owner=None):
+                   pin=None, same_owner=None, limits=None, resolved=None):
     """Make sure the rootfs artifact of an image is in the cache.
 
     :param image_ref: ``[oci://]registry/repo[:tag][@sha256:...]``.
@@ -269,18 +275,27 @@ def prepare_rootfs(image_ref, cache, cpu_arch=None, fmt=DEFAULT_FORMAT,
     :param pin: holder name (node UUID) to pin the entry for; the caller
         must ``cache.unpin(result.cache_key, pin)`` when done with it.
     :param same_owner: apply ownership/devices to the tree; default: root.
+    :param limits: :class:`~ironic_bmc.image.layers.Limits` on what a
+        layer may hold (entries, header sizes, xattrs).
+    :param resolved: the ``(ResolvedImage, client)`` pair :func:`resolve`
+        returned for this image, so that the manifest checked and reported
+        before is the one built, even if the tag moves meanwhile; resolved
+        here when None.
     :returns: :class:`RootfsArtifact`
     """
     artifact.validate(fmt, compression)
-    resolved, client = resolve(image_ref, cpu_arch=cpu_arch,
-                               pull_secret=pull_secret, insecure=insecure,
-                               verify=verify)
+    if resolved is None:
+        resolved = resolve(image_ref, cpu_arch=cpu_arch,
+                           pull_secret=pull_secret, insecure=insecure,
+                           verify=verify)
+    resolved, client = resolved
     key = cache.make_key(resolved.manifest_digest, fmt, compression,
                          BUILDER_VERSION)
 
     def _do_build(workdir):
         return _build(resolved, client, workdir, fmt, compression,
-                      max_unpacked_size, same_owner, resolved.index_digest)
+                      max_unpacked_size, same_owner, resolved.index_digest,
+                      limits)
 
     entry, built = cache.get_or_build(key, _do_build, pin=pin)
     result = RootfsArtifact.from_entry(entry, built)

@@ -141,3 +141,9 @@ def parse(ref):
         tag = DEFAULT_TAG
     return ImageReference(registry=registry, repository=ref, tag=tag,
                           digest=digest)
+
+
+def registry_in(registry, entries):
+    """Whether ``registry`` (host[:port]) is named in ``entries``: as
+    host:port, or as host for every port of that host."""
+    return registry in entries or registry.rpartition(':')[0] in entries

@@ -177,8 +177,18 @@ class RegistryClient:
         status = resp.status_code
         if status == 200:
             return resp
-        body = resp.text[:300] if not resp.is_redirect else ''
+        # The body is the remote host's to choose: the conductor's log gets
+        # a bounded excerpt, the user-visible error only the status.
+        body = b''
+        if not resp.is_redirect:
+            try:
+                body = next(resp.iter_content(300), b'')[:300]
+            except requests.RequestException:
+                pass
         resp.close()
+        LOG.debug('Registry %(reg)s answered HTTP %(status)s for %(url)s: '
+                  '%(body)r', {'reg': self.ref.registry, 'status': status,
+                               'url': url, 'body': body})
         if status in (401, 403):
             raise exc.RegistryAuthError(
                 registry=self.ref.registry, ref=self.ref,
@@ -187,10 +197,10 @@ class RegistryClient:
             raise exc.ImageNotFound(
                 ref=self.ref, registry=self.ref.registry,
                 reason=f'{what} {path.split("/", 1)[-1]} not found '
-                       f'(HTTP 404): {body.strip()}')
+                       '(HTTP 404)')
         raise exc.RegistryError(
             registry=self.ref.registry, ref=self.ref,
-            reason=f'HTTP {status} for {what} {url}: {body}')
+            reason=f'HTTP {status} for {what} {url}')
 
     @staticmethod
     def _read_limited(resp, limit):

@@ -12,12 +12,14 @@
 
 """The container deploy interface, on Ironic's own DB test fixtures."""
 
+import inspect
 import os
 from unittest import mock
 
 from ironic.common import exception
 from ironic.common import states
 from ironic.conductor import task_manager
+from ironic import objects
 from ironic.drivers.modules import agent_base
 from ironic.tests.unit.db import base as db_base
 from ironic.tests.unit.objects import utils as obj_utils
@@ -29,6 +31,7 @@ from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import tuning
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import pipeline
+from ironic_bmc import deploy_info
 from ironic_bmc import report as run_report
 
 IMAGE = '127.0.0.1:5050/bmc/demo:1'
@@ -89,11 +92,16 @@ class DeployStepTestCase(ContainerDeployTestCase):
 
     def test_deploy_boots_and_publishes(self, mock_resolve, mock_prepare,
                                         mock_boot, mock_power):
-        mock_resolve.return_value = mock.Mock(manifest_digest='sha256:b')
+        mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
+                                     mock.Mock())
         mock_prepare.return_value = self.artifact
         with task_manager.acquire(self.context, self.node.uuid) as task:
             result = task.driver.deploy.deploy(task)
             self.assertEqual(states.DEPLOYWAIT, result)
+            # The image is resolved once; the build gets that resolution.
+            mock_resolve.assert_called_once_with(task.node, mock.ANY)
+            self.assertIs(mock_resolve.return_value,
+                          mock_prepare.call_args[0][2])
             mock_power.assert_called_once_with(task, states.POWER_ON)
             info = task.node.driver_internal_info['bmc_deploy']
             args = info['stage_args']
@@ -132,7 +140,8 @@ class DeployStepTestCase(ContainerDeployTestCase):
     def test_bad_layer_after_power_on_powers_off(self, mock_resolve,
                                                  mock_prepare, mock_boot,
                                                  mock_power):
-        mock_resolve.return_value = mock.Mock(manifest_digest='sha256:b')
+        mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
+                                     mock.Mock())
         mock_prepare.side_effect = image_exc.UnsafeLayer(
             layer='sha256:c', path='../etc/passwd',
             reason='path escapes the root')
@@ -144,6 +153,46 @@ class DeployStepTestCase(ContainerDeployTestCase):
                               mock.call(task, states.POWER_OFF)],
                              mock_power.call_args_list)
             self.assertNotIn('bmc_deploy', task.node.driver_internal_info)
+
+
+    # ``baremetal node rebuild`` runs prepare and the deploy steps on a
+    # node that still holds the previous run.
+    def test_rebuild_releases_the_previous_run(self, mock_resolve,
+                                               mock_prepare, mock_boot,
+                                               mock_power):
+        mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
+                                     mock.Mock())
+        mock_prepare.return_value = self.artifact
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            old_url = boot_files.publish_artifact(task, self.artifact.path,
+                                                  'erofs')
+            old = run_report.new(task.node, deploy_info.parse(task.node))
+            old['state'] = 'finished'
+            run_report.update(task.node, old)
+            task.node.set_driver_internal_info(
+                'bmc_agent', {'agent_url': 'http://10.0.2.15:9999'})
+            task.node.save()
+        from ironic.conf import CONF
+        old_dir = os.path.join(CONF.deploy.http_root, os.path.dirname(
+            old_url[len(CONF.deploy.http_url) + 1:]))
+        self.assertTrue(os.path.isdir(old_dir))
+        with mock.patch.object(rootfs, 'release', autospec=True) as release:
+            release.side_effect = lambda node: self.assertFalse(
+                mock_prepare.called)
+            with task_manager.acquire(self.context,
+                                      self.node.uuid) as task:
+                task.driver.deploy.deploy(task)
+                release.assert_called_once_with(task.node)
+                new = run_report.get(task.node)
+                new_url = task.node.driver_internal_info[
+                    'bmc_deploy']['stage_args']['url']
+                self.assertNotIn('bmc_agent', task.node.driver_internal_info)
+        self.assertFalse(os.path.exists(old_dir))
+        self.assertNotEqual(old_url, new_url)
+        self.assertNotEqual(old['deploy_id'], new['deploy_id'])
+        self.assertEqual('deploying', new['state'])
+        self.assertEqual('finished', run_report.load(
+            self.node.uuid, old['deploy_id'])['state'])
 
 
 class InBandStepsTestCase(ContainerDeployTestCase):
@@ -169,6 +218,33 @@ class InBandStepsTestCase(ContainerDeployTestCase):
             stages = run_report.get(task.node)['stages']
             self.assertEqual('agent-up', stages[0]['name'])
             self.assertEqual(1.0, stages[0]['start'])
+
+    @mock.patch.object(agent_base, 'execute_step', autospec=True)
+    def test_artifact_unpublished_once_staged(self, mock_execute):
+        mock_execute.return_value = states.DEPLOYWAIT
+        self.node.deploy_step = {'interface': 'deploy',
+                                 'step': 'bmc_start_workload',
+                                 'priority': 70, 'args': {}}
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            url = boot_files.publish_artifact(task, self.artifact.path,
+                                              'erofs')
+            from ironic.conf import CONF
+            path = os.path.join(CONF.deploy.http_root,
+                                url[len(CONF.deploy.http_url) + 1:])
+            task.node.set_driver_internal_info('bmc_deploy', {
+                'stage_args': {'url': url, 'digest': 'd',
+                               'rootfs': 'ramfs'},
+                'workload_args': {'command': ['/x']}})
+            self.assertTrue(os.path.exists(path))
+            task.driver.deploy.bmc_start_workload(task)
+            self.assertFalse(os.path.exists(os.path.dirname(path)))
+            info = task.node.driver_internal_info['bmc_deploy']
+            self.assertNotIn('url', info['stage_args'])
+            self.assertEqual({'command': ['/x']},
+                             mock_execute.call_args[0][1]['args'])
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        self.assertNotIn(url, str(node.driver_internal_info))
 
     def test_steps_order(self):
         with task_manager.acquire(self.context, self.node.uuid) as task:
@@ -248,6 +324,127 @@ class CleanUpTestCase(ContainerDeployTestCase):
             mock_power.assert_called_once_with(task, states.POWER_OFF)
             self.assertEqual({'deploy_kernel', 'deploy_ramdisk'},
                              set(mock_pxe.call_args[0][1]))
+
+
+@mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                   autospec=True)
+@mock.patch.object(container_deploy.energy, 'finish', autospec=True)
+@mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
+class UndeployTestCase(ContainerDeployTestCase):
+    """Ironic's own order: clean_up, then tear_down (manager.py
+    _do_node_tear_down); clean_up alone after a failed deploy."""
+
+    def _active(self, mode, state='running'):
+        report = run_report.new(self.node, deploy_info.parse(self.node))
+        report.update(mode=mode, state=state, stages=[
+            {'name': 'power-on', 'start': 1.0, 'end': 2.0},
+            {'name': 'workload-started', 'start': 5.0, 'end': 6.0}])
+        self.node.provision_state = states.DELETING
+        self.node.target_provision_state = states.AVAILABLE
+        self.node.power_state = states.POWER_ON
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
+        self.node.set_driver_internal_info(
+            'bmc_agent', {'agent_url': 'http://10.0.2.15:9999'})
+        self.node.save()
+        return report
+
+    def _undeploy(self):
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.driver.deploy.clean_up(task)
+            task.driver.deploy.tear_down(task)
+            return run_report.get(task.node)
+
+    def test_service_run_closed_with_last_state_and_energy(
+            self, mock_call, mock_finish, mock_power):
+        self._active('service')
+        sampling = {'stopped': False}
+
+        def agent(task, step, timeout):
+            # As the real client: no URL, no call.
+            if not agent_calls.reachable(task.node):
+                raise exception.IronicException('agent URL forgotten')
+            return {'state': 'running', 'rapl': {'available': False}}
+
+        def finish(node, start, end, rapl=None):
+            if sampling['stopped']:
+                return {'available': False, 'reason': 'no power samples'}
+            sampling['stopped'] = True
+            return {'available': True, 'bmc_samples': 9}
+
+        mock_call.side_effect = agent
+        mock_finish.side_effect = finish
+        with mock.patch.object(
+                container_deploy.energy, 'stop', autospec=True,
+                side_effect=lambda node: sampling.update(stopped=True)):
+            report = self._undeploy()
+        # Asked once, before clean_up forgot the agent's URL.
+        mock_call.assert_called_once_with(
+            mock.ANY, 'bmc_workload_status', timeout=15)
+        mock_finish.assert_called_once_with(
+            mock.ANY, 6.0, None, rapl={'available': False})
+        self.assertEqual({'available': True, 'bmc_samples': 9},
+                         report['energy'])
+        self.assertEqual('undeployed', report['state'])
+        self.assertIsNone(report['error'])
+        self.assertEqual(1, [s['name'] for s in report['stages']]
+                         .count('powered-off'))
+        self.assertEqual(report, run_report.load(self.node.uuid))
+
+    def test_finished_job_left_as_it_was(self, mock_call, mock_finish,
+                                         mock_power):
+        before = self._active('job', state='finished')
+        report = self._undeploy()
+        mock_call.assert_not_called()
+        mock_finish.assert_not_called()
+        self.assertEqual(before, report)
+
+    def test_failed_deploy_records_error(self, mock_call, mock_finish,
+                                         mock_power):
+        self._active('job', state='deploying')
+        self.node.provision_state = states.DEPLOYING
+        self.node.last_error = 'Cannot deploy container image x: boom'
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.driver.deploy.clean_up(task)
+            report = run_report.get(task.node)
+        mock_call.assert_not_called()
+        self.assertEqual('failed', report['state'])
+        self.assertEqual('Cannot deploy container image x: boom',
+                         report['error'])
+        self.assertEqual(report, run_report.load(self.node.uuid))
+
+
+@mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                   autospec=True)
+class WatcherRaceTestCase(ContainerDeployTestCase):
+
+    def test_exit_not_recorded_on_a_node_undeployed_meanwhile(
+            self, mock_power):
+        report = run_report.new(self.node, deploy_info.parse(self.node))
+        report['state'] = 'running'
+        self.node.provision_state = states.ACTIVE
+        self.node.target_provision_state = None
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
+        self.node.save()
+
+        def undeployed_meanwhile(task):
+            # Another request takes the node while the agent is asked.
+            other = objects.Node.get_by_uuid(self.context, self.node.uuid)
+            other.provision_state = states.DELETING
+            other.save()
+            return {'state': 'exited', 'exit_code': 0}
+
+        with task_manager.acquire(self.context, self.node.uuid,
+                                  shared=True) as task:
+            with mock.patch.object(task.driver.deploy, '_workload_status',
+                                   side_effect=undeployed_meanwhile):
+                # The function under Ironic's node_periodic decorator.
+                watch = inspect.unwrap(
+                    container_deploy.ContainerDeploy._watch_workload)
+                watch(task.driver.deploy, task, None, None)
+            self.assertEqual('running',
+                             run_report.get(task.node)['state'])
+        mock_power.assert_not_called()
 
 
 class ValidateTestCase(ContainerDeployTestCase):

@@ -216,3 +216,17 @@ def test_readonly_tree_cleanup(tmp_path):
     with pytest.raises(RuntimeError):
         cache.get_or_build(key(), _build)
     assert os.listdir(cache.work_dir) == []
+
+
+def test_stale_work_removed_unless_a_build_holds_it(tmp_path):
+    c = cache_mod.ArtifactCache(str(tmp_path / 'c'))
+    key_dead = c.make_key('sha256:' + 'd' * 64, 'erofs')
+    key_live = c.make_key('sha256:' + 'e' * 64, 'erofs')
+    for key in (key_dead, key_live):
+        work = os.path.join(c.work_dir, key + '.x1y2z3')
+        os.makedirs(os.path.join(work, 'tree', 'usr'))
+    # A build of key_live is in progress (it holds the key's lock).
+    with cache_mod._flock(c._lock_path(key_live)):
+        removed = c.clean_stale_work()
+    assert removed == [key_dead + '.x1y2z3']
+    assert os.listdir(c.work_dir) == [key_live + '.x1y2z3']

@@ -293,3 +293,83 @@ def test_escape_refused(tmp_path, outside, case):
     # Nothing was created next to the tree either.
     assert sorted(p for p in os.listdir(tmp_path)
                   if not p.startswith('layer')) == ['outside', 'tree']
+
+
+# --- hard limits on what a layer may make the conductor do ----------------
+
+def _apply_with(tmp_path, entries, limits, fmt=None):
+    """Apply one uncompressed layer, built by tarfile, under ``limits``."""
+    import io
+    import tarfile
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode='w',
+                      format=fmt or tarfile.PAX_FORMAT) as t:
+        for entry in entries:
+            ti = entry.tarinfo()
+            t.addfile(ti, io.BytesIO(entry.data) if ti.isreg() else None)
+    raw.seek(0)
+    tree = tmp_path / 'tree'
+    tree.mkdir(exist_ok=True)
+    with layers.LayerApplier(str(tree), limits=limits) as applier:
+        applier.apply_stream(raw, 'sha256:layer')
+        applier.finish()
+    return tree, applier
+
+
+def test_long_pax_header_refused_before_it_is_read(tmp_path):
+    # A PAX header of 64 KiB: fine by default, refused above the bound
+    # (Python's tarfile would read it into memory whole).
+    long_name = 'd/' + 'n' * (64 * 1024)
+    entries = [Entry(long_name, data=b'x')]
+    with pytest.raises(exc.UnsafeLayer, match='extended header'):
+        _apply_with(tmp_path, entries,
+                    layers.Limits(max_header_bytes=16 * 1024))
+
+
+def test_long_gnu_name_refused(tmp_path):
+    import tarfile
+    entries = [Entry('g/' + 'n' * 8000, data=b'x')]
+    with pytest.raises(exc.UnsafeLayer, match='extended header'):
+        _apply_with(tmp_path, entries, layers.Limits(max_header_bytes=4096),
+                    fmt=tarfile.GNU_FORMAT)
+
+
+def test_huge_declared_header_is_not_allocated(tmp_path):
+    """A header that declares 4 GiB of PAX data and carries none."""
+    import io
+    import tarfile
+    ti = tarfile.TarInfo('././@PaxHeader')
+    ti.type = tarfile.XHDTYPE
+    ti.size = 4 << 30
+    raw = io.BytesIO(ti.tobuf(tarfile.USTAR_FORMAT) + b'\0' * 1024)
+    tree = tmp_path / 'tree'
+    tree.mkdir()
+    with layers.LayerApplier(str(tree)) as applier:
+        with pytest.raises(exc.UnsafeLayer, match='4294967296-byte'):
+            applier.apply_stream(raw, 'sha256:bomb')
+
+
+def test_entries_per_layer_bounded(tmp_path):
+    entries = [Entry(f'f{i}', data=b'x') for i in range(5)]
+    with pytest.raises(exc.UnsafeLayer, match='limit of 3 entries'):
+        _apply_with(tmp_path, entries, layers.Limits(max_entries=3))
+    (tmp_path / 'ok').mkdir()
+    tree, _ = _apply_with(tmp_path / 'ok', entries,
+                          layers.Limits(max_entries=5))
+    assert sorted(os.listdir(tree)) == [f'f{i}' for i in range(5)]
+
+
+def test_xattrs_outside_the_allow_list_are_dropped(tmp_path, monkeypatch):
+    applied = []
+    monkeypatch.setattr(layers.os, 'setxattr',
+                        lambda fd, key, value: applied.append((key, value)))
+    entries = [Entry('f', data=b'x', xattrs={
+        'user.keep': b'1', 'security.capability': b'\x01',
+        'trusted.overlay.opaque': b'y', 'trusted.overlay.redirect': b'/etc',
+        'security.selinux': b'unconfined_u'})]
+    _tree, applier = _apply_with(tmp_path, entries, layers.Limits())
+    assert sorted(k for k, _ in applied) == ['security.capability',
+                                             'user.keep']
+    assert set(applier.dropped_xattrs) == {
+        'trusted.overlay.opaque', 'trusted.overlay.redirect',
+        'security.selinux'}

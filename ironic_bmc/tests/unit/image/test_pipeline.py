@@ -236,3 +236,46 @@ def test_filesystem_formats(registry, cache, tmp_path, fmt, compression):
     assert not (out / 'etc/gone').exists()
     assert os.access(out / 'bin/app', os.X_OK)
     assert result.cache_key.endswith(f'-{fmt}-{compression or "none"}-v1')
+
+
+def test_layer_descriptor_without_size_refused(registry, cache):
+    """The size bounds the blob's download: a descriptor without one is
+    refused before anything is downloaded."""
+    import json
+    image = simple_image()
+    manifest = json.loads(image.manifest)
+    del manifest['layers'][0]['size']
+    body = json.dumps(manifest).encode()
+    registry.manifests[('nosize', '1')] = (body, ociimage.MEDIA_MANIFEST)
+    for digest, data in image.blobs.items():
+        registry.blobs[('nosize', digest)] = data
+    with pytest.raises(exc.UnsupportedImage, match='no valid size'):
+        prepare(registry, 'nosize:1', cache, cpu_arch='x86_64')
+    assert not [r for r in registry.requests if '/blobs/' in r]
+    assert os.listdir(cache.work_dir) == []
+
+
+def test_remote_error_body_not_in_error(registry, cache):
+    """What a remote host answers never reaches a user-visible message
+    (last_error is readable by the node's owner): the status does."""
+    with pytest.raises(exc.ImageNotFound) as raised:
+        prepare(registry, 'demo:missing', cache, cpu_arch='x86_64')
+    assert 'HTTP 404' in str(raised.value)
+    assert 'MANIFEST_UNKNOWN' not in str(raised.value)
+
+
+def test_one_resolution_carried_through_a_moving_tag(registry, cache):
+    """The digest checked and reported at resolve time is the one built,
+    even when the tag moves before the build."""
+    first, second = (simple_image(marker=b'first'),
+                     simple_image(marker=b'second'))
+    registry.add_image('demo', '1', first)
+    resolved = pipeline.resolve(f'{registry.address}/demo:1',
+                                cpu_arch='x86_64', insecure=True)
+    registry.add_image('demo', '1', second)   # the tag moves
+    result = prepare(registry, 'demo:1', cache, cpu_arch='x86_64',
+                     resolved=resolved)
+    assert result.manifest_digest == resolved[0].manifest_digest
+    assert result.manifest_digest == first.digest
+    with tarfile.open(result.path) as t:
+        assert t.extractfile('./data/marker').read() == b'first'

@@ -1,0 +1,83 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The node reaches its iPXE script through Ironic's DHCP provider, and
+the deploy puts it on the provisioning network, as Ironic's own iPXE boot
+and agent deploy do."""
+
+import os
+from unittest import mock
+
+from ironic.common import dhcp_factory
+from ironic.common import states
+from ironic.conductor import task_manager
+from ironic.tests.unit.objects import utils as obj_utils
+
+from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import container_deploy
+from ironic_bmc.tests.unit.drivers import test_container_deploy as base
+
+MAC = '52:54:00:12:34:56'
+
+
+class DHCPTestCase(base.ContainerDeployTestCase):
+
+    def setUp(self):
+        super().setUp()
+        # Ironic's dnsmasq provider: real option and host files.
+        self.config(dhcp_provider='dnsmasq', group='dhcp')
+        self.config_temp_dir('dhcp_optsdir', group='dnsmasq')
+        self.config_temp_dir('dhcp_hostsdir', group='dnsmasq')
+        dhcp_factory.DHCPFactory._dhcp_provider = None
+        self.addCleanup(setattr, dhcp_factory.DHCPFactory, '_dhcp_provider',
+                        None)
+        obj_utils.create_test_port(self.context, node_id=self.node.id,
+                                   address=MAC, pxe_enabled=True)
+
+    @mock.patch.object(boot_files.manager_utils, 'node_set_boot_device',
+                       autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'cache_ramdisk_kernel',
+                       autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'create_pxe_config',
+                       autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'build_pxe_config_options',
+                       autospec=True, return_value={})
+    @mock.patch.object(boot_files.pxe_utils, 'create_ipxe_boot_script',
+                       autospec=True)
+    def test_boot_files_update_dhcp(self, *mocks):
+        from ironic.conf import CONF
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            boot_files.prepare(task, {})
+            tag = task.node.driver_internal_info['dnsmasq_tag']
+        with open(os.path.join(CONF.dnsmasq.dhcp_optsdir,
+                               'ironic-%s.conf' % self.node.uuid)) as f:
+            opts = f.read()
+        # iPXE itself is handed the script over HTTP.
+        self.assertIn('tag:%s,tag:ipxe,67,%s/boot.ipxe'
+                      % (tag, CONF.deploy.http_url), opts)
+        with open(os.path.join(CONF.dnsmasq.dhcp_hostsdir,
+                               'ironic-%s.conf' % MAC)) as f:
+            self.assertIn(tag, f.read())
+
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    def test_prepare_adds_provisioning_network(self, mock_power):
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            net = task.driver.network
+            with mock.patch.object(net, 'add_provisioning_network',
+                                   autospec=True) as add, \
+                    mock.patch.object(net, 'unconfigure_tenant_networks',
+                                      autospec=True) as unconf:
+                task.driver.deploy.prepare(task)
+                add.assert_called_once_with(task)
+                unconf.assert_called_once_with(task)
+            mock_power.assert_called_once_with(task, states.POWER_OFF)
