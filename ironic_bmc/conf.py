@@ -30,6 +30,10 @@ opts = [
                help='Directory of the content-addressed cache of rootfs '
                     'artifacts built from container images.  Shared by '
                     'every node this conductor deploys.'),
+    cfg.IntOpt('build_workers', default=4, min=1,
+               help='Rootfs artifacts this conductor builds at once.  A '
+                    'build runs while the node boots, outside the node\'s '
+                    'lock; deploys past this number queue for a worker.'),
     cfg.IntOpt('image_cache_size_mb', default=20480, min=0,
                help='Evict least recently used rootfs artifacts when the '
                     'cache grows past this size (MiB); 0 disables '
@@ -80,6 +84,12 @@ opts = [
                     'Any URL Ironic accepts for a ramdisk.  A node may '
                     'override it with driver_info/container_kernel_modules, '
                     'a deploy with instance_info/kernel_modules.'),
+    cfg.IntOpt('local_state_sweep_interval', default=600, min=0,
+               help='Seconds between two sweeps that release the cache '
+                    'pins and published rootfs artifacts this conductor '
+                    'holds for nodes that are no longer deploying or '
+                    'active on it (taken over by another conductor, '
+                    'deleted); 0 disables the sweep.'),
     cfg.IntOpt('workload_poll_interval', default=10, min=1,
                help='How often (seconds) the conductor asks the agent of '
                     'an ACTIVE node whether its workload still runs.'),

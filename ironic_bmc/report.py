@@ -50,6 +50,8 @@ def new(node, container):
         'output_tail': '',
         'error': None,
         'stages': [],
+        # Conductors that took the node over during the run.
+        'takeovers': [],
         'created': round(time.time(), 3),
     }
 

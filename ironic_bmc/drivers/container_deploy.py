@@ -16,12 +16,13 @@ Runs a container image on the whole node, its rootfs in RAM.  The deploy
 is a timeline of steps (priority, where it runs):
 
 * 100 ``deploy`` (conductor): resolve the image, stage the boot files,
-  power the node on, build the rootfs artifact while the node boots
-  ("early boot"), publish it; wait for the agent.
+  power the node on; a worker builds and publishes the rootfs artifact
+  while the node boots ("early boot"), outside the node's lock.
 * 85 ``bmc_apply_tunables`` (agent): apply the run-time kernel tunables,
   check the boot-time ones, read every one back.
 * 80 ``bmc_stage_rootfs`` (agent): fetch the artifact into RAM, verify
-  its digest, mount it with a writable overlay.
+  its digest, mount it with a writable overlay.  Waits for the build
+  when the agent is up first.
 * 70 ``bmc_start_workload`` (agent): start the workload in that root.
 * 10 ``bmc_record_start`` (conductor): the node becomes ACTIVE.
 
@@ -47,7 +48,10 @@ from ironic_bmc import deploy_info
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
+from ironic_bmc.drivers import local_state
 from ironic_bmc.drivers import rootfs
+from ironic_bmc.drivers import rootfs_build
+from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import tuning
 from bmc_common import protocol
@@ -119,10 +123,14 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
 
     @base.deploy_step(priority=100)
     def deploy(self, task):
-        """Resolve the image, boot the agent, build the rootfs meanwhile."""
+        """Resolve the image, boot the agent, build the rootfs meanwhile.
+
+        The build runs outside the node's lock (:mod:`rootfs_build`): the
+        step returns as soon as the node is powered on.
+        """
         node = task.node
         container = deploy_info.parse(node)
-        self._end_previous_run(task)
+        run_close.end_previous(task)
         report = run_report.new(node, container)
         images = boot_files.boot_images(task)
         run_report.update(
@@ -140,6 +148,16 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         _runtime, kernel_args = tuning.split(knobs)
         boot_files.prepare(task, deploy_utils.build_agent_options(node),
                            extra_kernel_args=kernel_args)
+        node.set_driver_internal_info(DEPLOY_KEY, {
+            'deploy_id': report['deploy_id'],
+            # url, digest, format and size come with the artifact.
+            'stage_args': {
+                'rootfs': container.rootfs,
+                'measure_link': container.measure_link,
+            },
+            'tunables': knobs,
+            'kernel_args': kernel_args,
+        })
         t_on = time.time()
         manager_utils.node_power_action(task, states.POWER_ON)
         run_report.add_stage(node, report, protocol.STAGE_POWER_ON, t_on,
@@ -147,47 +165,13 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         unavailable = energy.start(node)
         if unavailable:
             run_report.update(node, report, energy=unavailable)
+        info = node.driver_internal_info[DEPLOY_KEY]
+        info['powered_on'] = t_on
+        node.set_driver_internal_info(DEPLOY_KEY, info)
         node.save()
-
         # Early boot: the node boots while the artifact is built.
-        try:
-            artifact = rootfs.prepare(node, container, resolved)
-            url = boot_files.publish_artifact(task, artifact.path,
-                                              artifact.format)
-        except Exception as exc:
-            self._fail_before_agent(task, exc)
-        run_report.add_stage(node, report, protocol.STAGE_ARTIFACT_READY,
-                             t_start, time.time())
-        run_report.update(node, report, artifact=artifact.to_dict())
-        node.set_driver_internal_info(DEPLOY_KEY, {
-            'stage_args': {
-                'url': url,
-                'digest': artifact.digest,
-                'format': artifact.format,
-                'size': artifact.size,
-                'rootfs': container.rootfs,
-                'measure_link': container.measure_link,
-            },
-            'workload_args': deploy_info.workload_args(container,
-                                                       artifact.config),
-            'powered_on': t_on,
-            'tunables': knobs,
-            'kernel_args': kernel_args,
-        })
-        node.save()
+        rootfs_build.start(task, container, resolved, t_start)
         return states.DEPLOYWAIT
-
-    def _end_previous_run(self, task):
-        """A rebuild (or a retried deploy) runs deploy() on a node that
-        may still hold the previous run: close its report and release its
-        URL, cache pin, agent and power sampling."""
-        node = task.node
-        self._close_run(task)
-        boot_files.unpublish_artifact(task)
-        rootfs.release(node)
-        agent_calls.forget(node)
-        energy.stop(node)
-        node.del_driver_internal_info(DEPLOY_KEY)
 
     def _resolve(self, task, container):
         try:
@@ -197,17 +181,6 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             raise exception.InstanceDeployFailure(
                 _('Cannot deploy container image %(image)s: %(err)s')
                 % {'image': container.image, 'err': exc})
-
-    def _fail_before_agent(self, task, exc):
-        node = task.node
-        LOG.error('Container deploy of node %(node)s failed before the '
-                  'agent came up: %(err)s', {'node': node.uuid, 'err': exc})
-        energy.stop(node)
-        manager_utils.node_power_action(task, states.POWER_OFF)
-        raise exception.InstanceDeployFailure(
-            _('Cannot deploy container image %(image)s: %(err)s')
-            % {'image': node.instance_info.get(protocol.II_IMAGE),
-               'err': exc})
 
     def _execute_in_band(self, task, args):
         step = dict(task.node.deploy_step, args=args)
@@ -332,9 +305,17 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
     def bmc_stage_rootfs(self, task):
         """Have the agent stage the rootfs artifact in RAM."""
         self._agent_up(task)
-        info = task.node.driver_internal_info[DEPLOY_KEY]
-        if info.get('tunables'):
+        node = task.node
+        info = node.driver_internal_info[DEPLOY_KEY]
+        if info.get('tunables') and not info.get('probed_after_tunables'):
             self._noise_probe(task, 'after-tunables')
+            # Once, also when the step runs again after waiting.
+            info = node.driver_internal_info[DEPLOY_KEY]
+            info['probed_after_tunables'] = True
+            node.set_driver_internal_info(DEPLOY_KEY, info)
+            node.save()
+        if rootfs_build.state(node) == rootfs_build.BUILDING:
+            return rootfs_build.wait(task)
         return self._execute_in_band(task, info['stage_args'])
 
     @base.deploy_step(priority=70)
@@ -390,101 +371,18 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             LOG.info('Node %(node)s changed while its workload state was '
                      'read; not recording an exit', {'node': task.node.uuid})
             return
-        self._record_exit(task, status)
+        run_close.record_exit(task, status)
 
     def _workload_status(self, task):
         return agent_calls.call(task, protocol.STEP_WORKLOAD_STATUS,
                                 timeout=30)
 
-    def _record_exit(self, task, status):
-        node = task.node
-        report = run_report.get(node)
-        # The agent times the workload with the node's clock.
-        agent_stages = {s['name']: s for s in status.get('stages') or []}
-        exited = agent_stages.get(protocol.STAGE_WORKLOAD_EXITED)
-        if exited:
-            start, end = exited['start'], exited['end']
-        else:
-            started = {s['name']: s for s in report['stages']}.get(
-                protocol.STAGE_WORKLOAD_STARTED, {})
-            end = time.time()
-            start = started.get('end', end)
-        run_report.add_stage(node, report, protocol.STAGE_WORKLOAD_EXITED,
-                             start, end)
-        run_report.update(node, report, state='exited',
-                          workload_exit_code=status.get('exit_code'),
-                          output_tail=status.get('output_tail', ''))
-        LOG.info('Workload on node %(node)s exited with code %(code)s',
-                 {'node': node.uuid, 'code': status.get('exit_code')})
-        if report['mode'] == protocol.MODE_JOB:
-            t_off = time.time()
-            manager_utils.node_power_action(task, states.POWER_OFF)
-            run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
-                                 t_off, time.time())
-            self._finish_energy(node, report, status)
-            run_report.update(node, report, state='finished')
-        node.save()
-
-    def _finish_energy(self, node, report, status=None):
-        """The energy section, unless the BMC could not give one."""
-        if (report.get('energy') or {}).get('available') is False:
-            energy.stop(node)
-            return
-        stages = {s['name']: s for s in report['stages']}
-        started = stages.get(protocol.STAGE_WORKLOAD_STARTED, {})
-        exited = stages.get(protocol.STAGE_WORKLOAD_EXITED, {})
-        run_report.update(node, report, energy=energy.finish(
-            node, started.get('end'), exited.get('end'),
-            rapl=(status or {}).get('rapl')))
-
-    # --- tear down ---------------------------------------------------------
-    #
-    # Ironic calls clean_up *before* tear_down on undeploy, and clean_up
-    # alone when a deploy fails or is aborted.  Whichever runs first closes
-    # the run's report, while the agent's URL is still known: its last
-    # workload state, the power-off, the energy and the final state.
-
-    def _close_run(self, task):
-        """End the run's report once; a no-op when already ended."""
-        node = task.node
-        report = run_report.get(node)
-        if not report or report.get('state') in run_report.FINAL_STATES:
-            return
-        state = report.get('state')
-        status = None
-        if state == 'running' and agent_calls.reachable(node):
-            try:
-                status = agent_calls.call(task,
-                                          protocol.STEP_WORKLOAD_STATUS,
-                                          timeout=15)
-            except exception.IronicException as exc:
-                LOG.warning('No final workload state of node %(node)s: '
-                            '%(err)s', {'node': node.uuid, 'err': exc})
-        t_off = time.time()
-        if node.power_state != states.POWER_OFF:
-            manager_utils.node_power_action(task, states.POWER_OFF)
-        if state == 'deploying':
-            # A deploy that failed or was aborted; Ironic has recorded why
-            # in last_error (node history) before cleaning up.
-            if report['stages']:
-                run_report.add_stage(node, report,
-                                     protocol.STAGE_POWERED_OFF, t_off,
-                                     time.time())
-            energy.stop(node)
-            run_report.update(node, report, state='failed',
-                              error=node.last_error
-                              or _('the deploy was aborted'))
-        else:
-            run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
-                                 t_off, time.time())
-            self._finish_energy(node, report, status)
-            run_report.update(node, report, state='undeployed')
-        node.save()
+    # --- tear down (see run_close) -----------------------------------------
 
     def tear_down(self, task):
         """Power off and unconfigure networks; the run is closed already
         (by clean_up) unless another caller skipped it."""
-        self._close_run(task)
+        run_close.close(task)
         result = super().tear_down(task)
         energy.stop(task.node)
         return result
@@ -492,7 +390,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
     def clean_up(self, task):
         """Close the run, remove staged files, release the cache entry."""
         node = task.node
-        self._close_run(task)
+        run_close.close(task)
         boot_files.clean_up(task)
         rootfs.release(node)
         node.del_driver_internal_info(DEPLOY_KEY)
@@ -504,4 +402,35 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         node.save()
 
     def take_over(self, task):
-        pass
+        """This conductor takes over an ACTIVE node from another one.
+
+        What the run needs from its conductor moves here: the iPXE script
+        and boot files (as Ironic's PXE boot re-creates them on
+        take-over) and the BMC power sampling.  The previous conductor's
+        samples are lost; the report says from when its energy counts.
+        """
+        node = task.node
+        report = run_report.get(node)
+        if not report or report.get('state') not in ('running', 'exited'):
+            return
+        info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+        boot_files.prepare(task, deploy_utils.build_agent_options(node),
+                           extra_kernel_args=info.get('kernel_args') or ())
+        fields = {'takeovers': list(report.get('takeovers') or []) + [
+            {'conductor': CONF.host, 'time': time.time()}]}
+        if report.get('state') == 'running':
+            unavailable = energy.start(node)
+            if unavailable:
+                fields['energy'] = unavailable
+        run_report.update(node, report, **fields)
+        LOG.info('Took over container node %(node)s (run %(run)s, %(state)s)',
+                 {'node': node.uuid, 'run': report.get('deploy_id'),
+                  'state': report.get('state')})
+        node.save()
+
+    @periodics.periodic(
+        spacing=lambda: CONF.container.local_state_sweep_interval,
+        enabled=lambda: CONF.container.local_state_sweep_interval > 0)
+    def _release_local_state(self, manager, context):
+        """Release what this conductor holds for nodes that left it."""
+        local_state.sweep(context, manager.conductor.id)

@@ -307,6 +307,13 @@ class ArtifactCache:
         for key in os.listdir(self.pins_dir):
             self.unpin(key, holder)
 
+    def holders(self):
+        """Every holder with at least one pin."""
+        found = set()
+        for key in os.listdir(self.pins_dir):
+            found.update(self.pins(key))
+        return found
+
     def pins(self, key):
         try:
             return sorted(os.listdir(self._pin_dir(key)))

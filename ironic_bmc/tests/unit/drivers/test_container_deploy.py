@@ -16,6 +16,8 @@ import inspect
 import os
 from unittest import mock
 
+import fixtures
+
 from ironic.common import exception
 from ironic.common import states
 from ironic.conductor import task_manager
@@ -28,6 +30,8 @@ from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import container_deploy
 from ironic_bmc.drivers import rootfs
+from ironic_bmc.drivers import rootfs_build
+from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import tuning
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import pipeline
@@ -83,6 +87,23 @@ class ContainerDeployTestCase(db_base.DbTestCase):
         return path
 
 
+class CapturingExecutor:
+    """Holds the builds deploy() hands to the worker pool; the test runs
+    them once it has released the node's lock, as a worker would."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def submit(self, fn, *args, **kwargs):
+        self.submitted.append((fn, args, kwargs))
+        return mock.Mock()
+
+    def run_all(self):
+        while self.submitted:
+            fn, args, kwargs = self.submitted.pop(0)
+            fn(*args, **kwargs)
+
+
 @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
                    autospec=True)
 @mock.patch.object(boot_files, 'prepare', autospec=True)
@@ -90,39 +111,62 @@ class ContainerDeployTestCase(db_base.DbTestCase):
 @mock.patch.object(rootfs, 'resolve', autospec=True)
 class DeployStepTestCase(ContainerDeployTestCase):
 
-    def test_deploy_boots_and_publishes(self, mock_resolve, mock_prepare,
-                                        mock_boot, mock_power):
+    def setUp(self):
+        super().setUp()
+        self.executor = CapturingExecutor()
+        self.useFixture(fixtures.MockPatchObject(
+            rootfs_build, '_get_executor', return_value=self.executor))
+
+    def _deploy(self, mock_resolve):
         mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
                                      mock.Mock())
-        mock_prepare.return_value = self.artifact
         with task_manager.acquire(self.context, self.node.uuid) as task:
             result = task.driver.deploy.deploy(task)
-            self.assertEqual(states.DEPLOYWAIT, result)
-            # The image is resolved once; the build gets that resolution.
-            mock_resolve.assert_called_once_with(task.node, mock.ANY)
-            self.assertIs(mock_resolve.return_value,
-                          mock_prepare.call_args[0][2])
-            mock_power.assert_called_once_with(task, states.POWER_ON)
-            info = task.node.driver_internal_info['bmc_deploy']
-            args = info['stage_args']
-            self.assertEqual('sha256:' + 'a' * 64, args['digest'])
-            self.assertEqual('erofs', args['format'])
-            self.assertEqual('ramfs', args['rootfs'])
-            # Published at an unguessable path under the node's directory.
-            prefix = 'http://10.0.2.100:8080/%s/rootfs-' % self.node.uuid
-            self.assertTrue(args['url'].startswith(prefix), args['url'])
-            rel = args['url'][len('http://10.0.2.100:8080/'):]
-            from ironic.conf import CONF
-            self.assertTrue(os.path.exists(
-                os.path.join(CONF.deploy.http_root, rel)))
-            self.assertEqual(['/demo.sh'],
-                             info['workload_args']['command'])
-            self.assertEqual('job', info['workload_args']['mode'])
-            report = run_report.get(task.node)
-            names = [s['name'] for s in report['stages']]
-            self.assertEqual(['artifact-ready', 'power-on'], names)
-            self.assertEqual('sha256:b', report['image_digest'])
-            self.assertEqual('http://h/k', report['kernel'])
+        return result
+
+    def test_deploy_powers_on_and_builds_outside_the_lock(
+            self, mock_resolve, mock_prepare, mock_boot, mock_power):
+        mock_prepare.return_value = self.artifact
+        self.assertEqual(states.DEPLOYWAIT, self._deploy(mock_resolve))
+        # The step returned with the node on and the build handed to a
+        # worker: nothing built under the node's lock.
+        mock_prepare.assert_not_called()
+        self.assertEqual(1, len(self.executor.submitted))
+        mock_power.assert_called_once_with(mock.ANY, states.POWER_ON)
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        info = node.driver_internal_info['bmc_deploy']
+        self.assertEqual('building', info['build']['state'])
+        self.assertNotIn('url', info['stage_args'])
+        self.assertEqual(run_report.get(node)['deploy_id'],
+                         info['deploy_id'])
+
+        self.executor.run_all()
+        # The image is resolved once; the build gets that resolution.
+        mock_resolve.assert_called_once_with(mock.ANY, mock.ANY)
+        self.assertIs(mock_resolve.return_value,
+                      mock_prepare.call_args[0][2])
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        info = node.driver_internal_info['bmc_deploy']
+        self.assertEqual('ready', info['build']['state'])
+        args = info['stage_args']
+        self.assertEqual('sha256:' + 'a' * 64, args['digest'])
+        self.assertEqual('erofs', args['format'])
+        self.assertEqual('ramfs', args['rootfs'])
+        # Published at an unguessable path under the node's directory.
+        prefix = 'http://10.0.2.100:8080/%s/rootfs-' % self.node.uuid
+        self.assertTrue(args['url'].startswith(prefix), args['url'])
+        rel = args['url'][len('http://10.0.2.100:8080/'):]
+        from ironic.conf import CONF
+        self.assertTrue(os.path.exists(
+            os.path.join(CONF.deploy.http_root, rel)))
+        self.assertEqual(['/demo.sh'], info['workload_args']['command'])
+        self.assertEqual('job', info['workload_args']['mode'])
+        report = run_report.get(node)
+        names = [s['name'] for s in report['stages']]
+        self.assertEqual(['artifact-ready', 'power-on'], names)
+        self.assertEqual('sha256:b', report['image_digest'])
+        self.assertEqual('http://h/k', report['kernel'])
+        self.assertEqual(self.artifact.digest, report['artifact']['digest'])
 
     def test_unknown_image_fails_before_anything(self, mock_resolve,
                                                  mock_prepare, mock_boot,
@@ -136,32 +180,98 @@ class DeployStepTestCase(ContainerDeployTestCase):
         mock_boot.assert_not_called()
         mock_power.assert_not_called()
         mock_prepare.assert_not_called()
+        self.assertEqual([], self.executor.submitted)
 
-    def test_bad_layer_after_power_on_powers_off(self, mock_resolve,
-                                                 mock_prepare, mock_boot,
-                                                 mock_power):
-        mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
-                                     mock.Mock())
+    @mock.patch.object(container_deploy.energy, 'stop', autospec=True)
+    def test_bad_layer_fails_the_deploy_and_powers_off(
+            self, mock_energy_stop, mock_resolve, mock_prepare, mock_boot,
+            mock_power):
         mock_prepare.side_effect = image_exc.UnsafeLayer(
             layer='sha256:c', path='../etc/passwd',
             reason='path escapes the root')
-        with task_manager.acquire(self.context, self.node.uuid) as task:
-            exc = self.assertRaises(exception.InstanceDeployFailure,
-                                    task.driver.deploy.deploy, task)
-            self.assertIn('../etc/passwd', str(exc))
-            self.assertEqual([mock.call(task, states.POWER_ON),
-                              mock.call(task, states.POWER_OFF)],
-                             mock_power.call_args_list)
-            self.assertNotIn('bmc_deploy', task.node.driver_internal_info)
+        self._deploy(mock_resolve)
+        self.node.refresh()
+        self.node.provision_state = states.DEPLOYWAIT
+        self.node.save()
+        mock_power.side_effect = self._set_power
+        self.executor.run_all()
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        self.assertEqual(states.DEPLOYFAIL, node.provision_state)
+        self.assertIn('../etc/passwd', node.last_error)
+        self.assertIn(IMAGE, node.last_error)
+        self.assertEqual([mock.call(mock.ANY, states.POWER_ON),
+                          mock.call(mock.ANY, states.POWER_OFF)],
+                         mock_power.call_args_list)
+        self.assertNotIn('bmc_deploy', node.driver_internal_info)
+        report = run_report.load(node.uuid,
+                                 run_report.get(node)['deploy_id'])
+        self.assertEqual('failed', report['state'])
+        self.assertIn('../etc/passwd', report['error'])
 
+    def _set_power(self, task, state):
+        task.node.power_state = state
+        task.node.save()
+
+    @mock.patch.object(container_deploy.manager_utils,
+                       'notify_conductor_resume_deploy', autospec=True)
+    @mock.patch.object(agent_base, 'execute_step', autospec=True)
+    def test_stage_step_waits_for_the_build_then_resumes(
+            self, mock_execute, mock_resume, mock_resolve, mock_prepare,
+            mock_boot, mock_power):
+        mock_prepare.return_value = self.artifact
+        self._deploy(mock_resolve)
+        self.node.refresh()
+        self.node.provision_state = states.DEPLOYWAIT
+        self.node.deploy_step = {'interface': 'deploy',
+                                 'step': 'bmc_stage_rootfs', 'priority': 80,
+                                 'args': {}}
+        self.node.save()
+        # The agent is up before the build is done.
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertEqual(states.DEPLOYWAIT,
+                             task.driver.deploy.bmc_stage_rootfs(task))
+            mock_execute.assert_not_called()
+            dii = task.node.driver_internal_info
+            # Ironic runs this step again, and heartbeats do not move the
+            # deploy on meanwhile.
+            self.assertIs(False, dii['skip_current_deploy_step'])
+            self.assertIs(True, dii['deployment_polling'])
+        mock_resume.assert_not_called()
+        self.executor.run_all()
+        mock_resume.assert_called_once_with(mock.ANY)
+        mock_execute.return_value = states.DEPLOYWAIT
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.driver.deploy.bmc_stage_rootfs(task)
+            args = mock_execute.call_args[0][1]['args']
+            self.assertTrue(args['url'].startswith('http://10.0.2.100'))
+
+    @mock.patch.object(rootfs_build.rootfs, 'get_cache', autospec=True)
+    def test_build_of_an_ended_deploy_is_dropped(
+            self, mock_cache, mock_resolve, mock_prepare, mock_boot,
+            mock_power):
+        mock_prepare.return_value = self.artifact
+        self._deploy(mock_resolve)
+        # The deploy is aborted while the image builds: clean_up ran.
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.node.del_driver_internal_info('bmc_deploy')
+            task.node.save()
+        self.executor.run_all()
+        mock_cache.return_value.unpin.assert_called_once_with(
+            self.artifact.cache_key, self.node.uuid)
+        from ironic.conf import CONF
+        node_dir = os.path.join(CONF.deploy.http_root, self.node.uuid)
+        self.assertFalse(os.path.exists(node_dir)
+                         and [n for n in os.listdir(node_dir)
+                              if n.startswith('rootfs-')])
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        self.assertNotIn(rootfs_build.BUILD_KEY,
+                         node.driver_internal_info.get('bmc_deploy', {}))
 
     # ``baremetal node rebuild`` runs prepare and the deploy steps on a
     # node that still holds the previous run.
     def test_rebuild_releases_the_previous_run(self, mock_resolve,
                                                mock_prepare, mock_boot,
                                                mock_power):
-        mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
-                                     mock.Mock())
         mock_prepare.return_value = self.artifact
         with task_manager.acquire(self.context, self.node.uuid) as task:
             old_url = boot_files.publish_artifact(task, self.artifact.path,
@@ -177,17 +287,15 @@ class DeployStepTestCase(ContainerDeployTestCase):
             old_url[len(CONF.deploy.http_url) + 1:]))
         self.assertTrue(os.path.isdir(old_dir))
         with mock.patch.object(rootfs, 'release', autospec=True) as release:
-            release.side_effect = lambda node: self.assertFalse(
-                mock_prepare.called)
-            with task_manager.acquire(self.context,
-                                      self.node.uuid) as task:
-                task.driver.deploy.deploy(task)
-                release.assert_called_once_with(task.node)
-                new = run_report.get(task.node)
-                new_url = task.node.driver_internal_info[
-                    'bmc_deploy']['stage_args']['url']
-                self.assertNotIn('bmc_agent', task.node.driver_internal_info)
+            self._deploy(mock_resolve)
+            release.assert_called_once_with(mock.ANY)
         self.assertFalse(os.path.exists(old_dir))
+        self.executor.run_all()
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        new = run_report.get(node)
+        new_url = node.driver_internal_info['bmc_deploy']['stage_args'][
+            'url']
+        self.assertNotIn('bmc_agent', node.driver_internal_info)
         self.assertNotEqual(old_url, new_url)
         self.assertNotEqual(old['deploy_id'], new['deploy_id'])
         self.assertEqual('deploying', new['state'])
@@ -276,7 +384,7 @@ class WatchTestCase(ContainerDeployTestCase):
                              {'name': 'workload-exited', 'start': 10.5,
                               'end': 20.0}]}
         with task_manager.acquire(self.context, self.node.uuid) as task:
-            task.driver.deploy._record_exit(task, status)
+            run_close.record_exit(task, status)
             mock_power.assert_called_once_with(task, states.POWER_OFF)
             report = run_report.get(task.node)
         self.assertEqual(3, report['workload_exit_code'])
@@ -295,7 +403,7 @@ class WatchTestCase(ContainerDeployTestCase):
     def test_service_exit_keeps_power(self, mock_power):
         self._running('service')
         with task_manager.acquire(self.context, self.node.uuid) as task:
-            task.driver.deploy._record_exit(task, {'state': 'exited',
+            run_close.record_exit(task, {'state': 'exited',
                                                    'exit_code': 0})
         mock_power.assert_not_called()
 

@@ -175,9 +175,13 @@ def test_pinned_context_and_unpin_all(tmp_path):
     with cache.pinned(key(1), 'ctx') as entry:
         assert entry.key == key(1)
         assert cache.evict() == []
+    cache.get_or_build(key(2), builder(), pin='n3')
+    assert cache.holders() == {'n1', 'n2', 'n3'}
     cache.unpin_all('n1')
     assert cache.pins(key(1)) == ['n2']
-    assert cache.evict() == []
+    assert cache.holders() == {'n2', 'n3'}
+    cache.unpin(key(2), 'n3')
+    assert cache.evict() == [key(2)]
     cache.unpin(key(1), 'n2')
     assert cache.evict() == [key(1)]
     with pytest.raises(exc.CacheError):

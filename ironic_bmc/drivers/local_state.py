@@ -1,0 +1,104 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What this conductor keeps on its own disk for a node, and its release.
+
+A deploy pins the node's rootfs artifact in this conductor's cache and
+publishes it under this conductor's HTTP root.  The deploy's own
+``clean_up`` releases both, on the conductor that runs it.  When the node
+has moved to another conductor meanwhile (this one died or left the hash
+ring and another took the node over), or the node was deleted, nobody
+would: :func:`sweep` does, for every node that is not deploying, active
+or being serviced *on this conductor*.
+
+The boot files (kernel, ramdisk, iPXE script) are left alone, as Ironic's
+own PXE boot leaves them: the new conductor writes its own, and this
+conductor's are replaced at the node's next deploy here.
+"""
+
+import os
+import shutil
+
+from ironic.common import exception
+from ironic.common import states
+from ironic.conductor import task_manager
+from ironic.conf import CONF
+from oslo_log import log
+
+from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import rootfs
+
+LOG = log.getLogger(__name__)
+
+#: Provision states in which a node's run may still need what this
+#: conductor holds for it.
+IN_USE_STATES = (states.DEPLOYING, states.DEPLOYWAIT, states.ACTIVE,
+                 states.SERVICING, states.SERVICEWAIT, states.SERVICEFAIL)
+
+_ARTIFACT_PREFIX = 'rootfs-'
+
+
+def _published(node_uuid):
+    """Artifact directories (relative to the HTTP root) of a node."""
+    try:
+        names = os.listdir(os.path.join(CONF.deploy.http_root, node_uuid))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [os.path.join(node_uuid, n) for n in names
+            if n.startswith(_ARTIFACT_PREFIX)]
+
+
+def _nodes_with_artifacts():
+    try:
+        names = os.listdir(CONF.deploy.http_root)
+    except FileNotFoundError:
+        return set()
+    return {n for n in names if _published(n)}
+
+
+def _release(node_uuid, keep=None):
+    rootfs.get_cache().unpin_all(node_uuid)
+    for rel in _published(node_uuid):
+        if rel != keep:
+            shutil.rmtree(os.path.join(CONF.deploy.http_root, rel),
+                          ignore_errors=True)
+
+
+def sweep(context, conductor_id):
+    """Release the pins and artifacts of nodes that are not ours.
+
+    :returns: the UUIDs of the nodes released.
+    """
+    released = []
+    candidates = rootfs.get_cache().holders() | _nodes_with_artifacts()
+    for node_uuid in sorted(candidates):
+        try:
+            with task_manager.acquire(
+                    context, node_uuid, shared=False,
+                    purpose='releasing container artifacts') as task:
+                node = task.node
+                if (node.conductor_affinity == conductor_id
+                        and node.provision_state in IN_USE_STATES):
+                    continue
+                # Another conductor may publish this node's artifact in a
+                # shared HTTP root: its current directory stays.
+                _release(node_uuid, keep=node.driver_internal_info.get(
+                    boot_files.ARTIFACT_DIR_KEY))
+        except exception.NodeNotFound:
+            _release(node_uuid)
+        except exception.NodeLocked:
+            continue
+        released.append(node_uuid)
+        LOG.info('Released the cache pins and published artifacts this '
+                 'conductor held for node %s: it is not deploying or '
+                 'active here', node_uuid)
+    return released

@@ -1,0 +1,218 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The rootfs build of a deploy: while the node boots, outside its lock.
+
+The ``deploy`` step powers the node on, hands the build to a worker
+thread of this conductor and returns ``DEPLOYWAIT``: the node's lock is
+released, so the agent's lookup and heartbeats (which need it) go on
+while a large image is still being built.  When the build ends the worker
+takes the node's lock and records the outcome in the deploy's
+``driver_internal_info``:
+
+* ``ready``: the artifact is published, ``stage_args`` hold its URL;
+* ``failed``: the deploy fails with the build's error, as a failed step
+  does (Ironic's deploying error handler: ``last_error``, ``clean_up``,
+  ``deploy failed``).
+
+A step that needs the artifact before it is ready (``bmc_stage_rootfs``)
+calls :func:`wait`: Ironic is told to run that step again, heartbeats stop
+driving the deploy, and the worker resumes it when it records the outcome.
+
+A build whose deploy has ended meanwhile (undeploy, abort, a new deploy)
+only gives back its cache pin.
+"""
+
+import threading
+import time
+
+import futurist
+from ironic.common import context as ironic_context
+from ironic.common import async_steps
+from ironic.common import exception
+from ironic.common.i18n import _
+from ironic.common import states
+from ironic.conductor import task_manager
+from ironic.conductor import utils as manager_utils
+from oslo_log import log
+
+from bmc_common import protocol
+from ironic_bmc.conf import CONF
+from ironic_bmc import deploy_info
+from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import rootfs
+from ironic_bmc.drivers import step_hooks
+from ironic_bmc import report as run_report
+
+LOG = log.getLogger(__name__)
+
+DEPLOY_KEY = step_hooks.DEPLOY_KEY
+#: Key of the build's state in the deploy's driver_internal_info.
+BUILD_KEY = 'build'
+BUILDING = 'building'
+READY = 'ready'
+FAILED = 'failed'
+
+#: Deploy step that needs the artifact.
+STAGE_STEP = 'bmc_stage_rootfs'
+#: Attempts (one second apart) to take the node's lock to record a build.
+LOCK_ATTEMPTS = 60
+
+_executor = None
+_executor_lock = threading.Lock()
+
+
+def _get_executor():
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = futurist.ThreadPoolExecutor(
+                max_workers=CONF.container.build_workers)
+        return _executor
+
+
+def start(task, container, resolved, started_at):
+    """Build the artifact of ``resolved`` for this deploy, in a worker.
+
+    Call with the node's exclusive lock held; the deploy's
+    ``driver_internal_info`` (``DEPLOY_KEY``) must name the run's
+    ``deploy_id``.  The worker needs the lock only to record the outcome.
+    """
+    node = task.node
+    info = node.driver_internal_info[DEPLOY_KEY]
+    info[BUILD_KEY] = {'state': BUILDING}
+    node.set_driver_internal_info(DEPLOY_KEY, info)
+    node.save()
+    # The build reads the node's properties only: a copy, never saved.
+    node_copy = node.obj_clone()
+    deploy_id = info['deploy_id']
+    context = ironic_context.get_admin_context()
+
+    def _build():
+        artifact = workload_args = error = None
+        try:
+            artifact = rootfs.prepare(node_copy, container, resolved)
+            # The image's own config (entrypoint, env, user) is known
+            # once its config blob is in.
+            workload_args = deploy_info.workload_args(container,
+                                                      artifact.config)
+        except Exception as exc:
+            LOG.info('Rootfs build for node %(node)s failed: %(err)s',
+                     {'node': node_copy.uuid, 'err': exc})
+            error = exc
+        record(context, node_copy.uuid, deploy_id, started_at, artifact,
+               workload_args, error)
+
+    return _get_executor().submit(_build)
+
+
+def state(node):
+    """The build's state: ``building``, ``ready``, ``failed`` or None."""
+    info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+    return (info.get(BUILD_KEY) or {}).get('state')
+
+
+def wait(task):
+    """Have Ironic run the current step again once the build is recorded.
+
+    :returns: ``DEPLOYWAIT``, for the step to return.
+    """
+    node = task.node
+    info = node.driver_internal_info[DEPLOY_KEY]
+    info[BUILD_KEY]['waiting'] = True
+    node.set_driver_internal_info(DEPLOY_KEY, info)
+    # The step is re-entered, and heartbeats do not drive the deploy
+    # meanwhile: the worker resumes it.
+    async_steps.set_node_flags(node, skip_current_step=False, polling=True)
+    node.save()
+    LOG.info('Node %(node)s waits for its rootfs artifact (%(step)s)',
+             {'node': node.uuid, 'step': STAGE_STEP})
+    return states.DEPLOYWAIT
+
+
+def record(context, node_id, deploy_id, started_at, artifact,
+           workload_args, error):
+    """Record a build's outcome under the node's lock (worker side)."""
+    why = _('its lock stayed taken')
+    for _attempt in range(LOCK_ATTEMPTS):
+        try:
+            with task_manager.acquire(
+                    context, node_id,
+                    purpose='recording a container rootfs build') as task:
+                _record_locked(task, deploy_id, started_at, artifact,
+                               workload_args, error)
+            return
+        except exception.NodeLocked:
+            time.sleep(1)
+        except exception.NodeNotFound:
+            why = _('the node is gone')
+            break
+    LOG.error('Could not record the rootfs build of node %(node)s: '
+              '%(why)s', {'node': node_id, 'why': why})
+    if artifact is not None:
+        rootfs.get_cache().unpin(artifact.cache_key, node_id)
+
+
+def _current(node, deploy_id):
+    info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+    return (info.get('deploy_id') == deploy_id
+            and state(node) == BUILDING
+            and node.provision_state in (states.DEPLOYING,
+                                         states.DEPLOYWAIT))
+
+
+def _record_locked(task, deploy_id, started_at, artifact, workload_args,
+                   error):
+    node = task.node
+    if not _current(node, deploy_id):
+        LOG.info('The deploy of node %(node)s that a rootfs build was for '
+                 'has ended; dropping the build', {'node': node.uuid})
+        info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+        if artifact is not None and not info:
+            # No deploy holds the node: nobody else will unpin.
+            rootfs.get_cache().unpin(artifact.cache_key, node.uuid)
+        return
+    info = node.driver_internal_info[DEPLOY_KEY]
+    waiting = info[BUILD_KEY].get('waiting', False)
+    if error is None:
+        try:
+            url = boot_files.publish_artifact(task, artifact.path,
+                                              artifact.format)
+        except OSError as exc:
+            error = exc
+    if error is not None:
+        info[BUILD_KEY] = {'state': FAILED, 'error': str(error)}
+        node.set_driver_internal_info(DEPLOY_KEY, info)
+        msg = (_('Cannot deploy container image %(image)s: %(err)s')
+               % {'image': node.instance_info.get(protocol.II_IMAGE),
+                  'err': error})
+        manager_utils.deploying_error_handler(
+            task, 'Container deploy of node %s failed: %s' % (node.uuid,
+                                                             error),
+            msg)
+        return
+    info[BUILD_KEY] = {'state': READY}
+    info['stage_args'].update({'url': url, 'digest': artifact.digest,
+                               'format': artifact.format,
+                               'size': artifact.size})
+    info['workload_args'] = workload_args
+    node.set_driver_internal_info(DEPLOY_KEY, info)
+    report = run_report.get(node)
+    run_report.add_stage(node, report, protocol.STAGE_ARTIFACT_READY,
+                         started_at, time.time())
+    run_report.update(node, report, artifact=artifact.to_dict())
+    node.save()
+    if (waiting and node.provision_state == states.DEPLOYWAIT
+            and (node.deploy_step or {}).get('step') == STAGE_STEP):
+        LOG.info('Rootfs artifact of node %(node)s ready; resuming the '
+                 'deploy', {'node': node.uuid})
+        manager_utils.notify_conductor_resume_deploy(task)

@@ -1,0 +1,153 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""How a container run ends, and what it leaves in its report.
+
+A run ends in one of four ways, each recorded once:
+
+* ``finished``: a job's workload exited and the node was powered off
+  (:func:`record_exit`, from the workload watcher);
+* ``undeployed``: the node was undeployed while the workload ran, or
+  after a service's workload exited;
+* ``failed``: the deploy failed or was aborted; the report carries the
+  error Ironic recorded in ``last_error``;
+* a new deploy of the same node (rebuild, retried deploy) ends the
+  previous run first (:func:`end_previous`).
+
+Ironic calls ``clean_up`` *before* ``tear_down`` on undeploy, and
+``clean_up`` alone when a deploy fails or is aborted: whichever runs
+first closes the run (:func:`close`), while the agent's URL is still
+known, so its last workload state, the power-off, the energy and the
+final state are all in the report.
+"""
+
+import time
+
+from ironic.common import exception
+from ironic.common.i18n import _
+from ironic.common import states
+from ironic.conductor import utils as manager_utils
+from oslo_log import log
+
+from bmc_common import protocol
+from ironic_bmc.drivers import agent_calls
+from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import energy
+from ironic_bmc.drivers import rootfs
+from ironic_bmc.drivers import step_hooks
+from ironic_bmc import report as run_report
+
+LOG = log.getLogger(__name__)
+
+DEPLOY_KEY = step_hooks.DEPLOY_KEY
+
+
+def finish_energy(node, report, status=None):
+    """The energy section, unless the BMC could not give one."""
+    if (report.get('energy') or {}).get('available') is False:
+        energy.stop(node)
+        return
+    stages = {s['name']: s for s in report['stages']}
+    started = stages.get(protocol.STAGE_WORKLOAD_STARTED, {})
+    exited = stages.get(protocol.STAGE_WORKLOAD_EXITED, {})
+    section = energy.finish(node, started.get('end'), exited.get('end'),
+                            rapl=(status or {}).get('rapl'))
+    takeovers = report.get('takeovers')
+    if takeovers and section.get('available', True) is not False:
+        # The conductor that sampled before the take-over kept its samples.
+        section['complete'] = False
+        section['note'] = ('BMC samples from %s on only, when conductor %s '
+                           'took the node over; the earlier samples were '
+                           'on the previous conductor'
+                           % (takeovers[-1]['time'],
+                              takeovers[-1]['conductor']))
+    run_report.update(node, report, energy=section)
+
+
+def record_exit(task, status):
+    """The workload has exited: record it; a job's run ends here."""
+    node = task.node
+    report = run_report.get(node)
+    # The agent times the workload with the node's clock.
+    agent_stages = {s['name']: s for s in status.get('stages') or []}
+    exited = agent_stages.get(protocol.STAGE_WORKLOAD_EXITED)
+    if exited:
+        start, end = exited['start'], exited['end']
+    else:
+        started = {s['name']: s for s in report['stages']}.get(
+            protocol.STAGE_WORKLOAD_STARTED, {})
+        end = time.time()
+        start = started.get('end', end)
+    run_report.add_stage(node, report, protocol.STAGE_WORKLOAD_EXITED,
+                         start, end)
+    run_report.update(node, report, state='exited',
+                      workload_exit_code=status.get('exit_code'),
+                      output_tail=status.get('output_tail', ''))
+    LOG.info('Workload on node %(node)s exited with code %(code)s',
+             {'node': node.uuid, 'code': status.get('exit_code')})
+    if report['mode'] == protocol.MODE_JOB:
+        t_off = time.time()
+        manager_utils.node_power_action(task, states.POWER_OFF)
+        run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
+                             t_off, time.time())
+        finish_energy(node, report, status)
+        run_report.update(node, report, state='finished')
+    node.save()
+
+
+def close(task):
+    """End the run's report once; a no-op when already ended."""
+    node = task.node
+    report = run_report.get(node)
+    if not report or report.get('state') in run_report.FINAL_STATES:
+        return
+    state = report.get('state')
+    status = None
+    if state == 'running' and agent_calls.reachable(node):
+        try:
+            status = agent_calls.call(task, protocol.STEP_WORKLOAD_STATUS,
+                                      timeout=15)
+        except exception.IronicException as exc:
+            LOG.warning('No final workload state of node %(node)s: '
+                        '%(err)s', {'node': node.uuid, 'err': exc})
+    t_off = time.time()
+    if node.power_state != states.POWER_OFF:
+        manager_utils.node_power_action(task, states.POWER_OFF)
+    if state == 'deploying':
+        # A deploy that failed or was aborted; Ironic has recorded why in
+        # last_error (node history) before cleaning up.
+        if report['stages']:
+            run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
+                                 t_off, time.time())
+        energy.stop(node)
+        run_report.update(node, report, state='failed',
+                          error=node.last_error
+                          or _('the deploy was aborted'))
+    else:
+        run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
+                             t_off, time.time())
+        finish_energy(node, report, status)
+        run_report.update(node, report, state='undeployed')
+    node.save()
+
+
+def end_previous(task):
+    """A rebuild (or a retried deploy) runs ``deploy`` on a node that may
+    still hold the previous run: close its report and release its URL,
+    cache pin, agent and power sampling."""
+    node = task.node
+    close(task)
+    boot_files.unpublish_artifact(task)
+    rootfs.release(node)
+    agent_calls.forget(node)
+    energy.stop(node)
+    node.del_driver_internal_info(DEPLOY_KEY)
