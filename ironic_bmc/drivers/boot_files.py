@@ -54,7 +54,11 @@ TEMPLATE = os.path.join(os.path.dirname(__file__), 'templates',
 
 #: Where a deploy's rootfs artifact is published, under the node's
 #: directory of the HTTP root, in a directory named by a random token.
-ARTIFACT_DIR_KEY = 'bmc_artifact_dir'
+#: The name holds "token": Ironic's API masks the value for whoever may
+#: not see driver secrets (the node's owner, among others).
+ARTIFACT_DIR_KEY = 'bmc_artifact_token_dir'
+#: The key releases before 0.3 used (not masked); read on clean-up only.
+_OLD_ARTIFACT_DIR_KEY = 'bmc_artifact_dir'
 
 
 def boot_images(task):
@@ -168,10 +172,11 @@ def publish_artifact(task, artifact_path, fmt):
 
 
 def unpublish_artifact(task):
-    rel = task.node.del_driver_internal_info(ARTIFACT_DIR_KEY)
-    if rel:
-        shutil.rmtree(os.path.join(CONF.deploy.http_root, rel),
-                      ignore_errors=True)
+    for key in (ARTIFACT_DIR_KEY, _OLD_ARTIFACT_DIR_KEY):
+        rel = task.node.del_driver_internal_info(key)
+        if rel:
+            shutil.rmtree(os.path.join(CONF.deploy.http_root, rel),
+                          ignore_errors=True)
 
 
 def clean_up(task):

@@ -316,7 +316,10 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             node.save()
         if rootfs_build.state(node) == rootfs_build.BUILDING:
             return rootfs_build.wait(task)
-        return self._execute_in_band(task, info['stage_args'])
+        args = dict(info['stage_args'])
+        if info.get(rootfs_build.URL_KEY):
+            args['url'] = info[rootfs_build.URL_KEY]
+        return self._execute_in_band(task, args)
 
     @base.deploy_step(priority=70)
     def bmc_start_workload(self, task):
@@ -327,7 +330,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             # The node holds the whole rootfs now: its URL is no longer
             # needed by anyone, so it stops existing.
             boot_files.unpublish_artifact(task)
-            info['stage_args'].pop('url', None)
+            info.pop(rootfs_build.URL_KEY, None)
             node.set_driver_internal_info(DEPLOY_KEY, info)
             node.save()
         return self._execute_in_band(task, info['workload_args'])

@@ -62,6 +62,9 @@ BUILDING = 'building'
 READY = 'ready'
 FAILED = 'failed'
 
+#: Key of the artifact's URL in the deploy's driver_internal_info ("token":
+#: masked by Ironic's API for whoever may not see driver secrets).
+URL_KEY = 'artifact_token_url'
 #: Deploy step that needs the artifact.
 STAGE_STEP = 'bmc_stage_rootfs'
 #: Attempts (one second apart) to take the node's lock to record a build.
@@ -201,7 +204,10 @@ def _record_locked(task, deploy_id, started_at, artifact, workload_args,
             msg)
         return
     info[BUILD_KEY] = {'state': READY}
-    info['stage_args'].update({'url': url, 'digest': artifact.digest,
+    # The URL is a capability: under a key Ironic's API masks, and given
+    # to the agent only in the staging step's arguments.
+    info[URL_KEY] = url
+    info['stage_args'].update({'digest': artifact.digest,
                                'format': artifact.format,
                                'size': artifact.size})
     info['workload_args'] = workload_args

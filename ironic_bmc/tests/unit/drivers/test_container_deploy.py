@@ -17,6 +17,7 @@ import os
 from unittest import mock
 
 import fixtures
+from oslo_utils import strutils
 
 from ironic.common import exception
 from ironic.common import states
@@ -136,7 +137,7 @@ class DeployStepTestCase(ContainerDeployTestCase):
         node = objects.Node.get_by_uuid(self.context, self.node.uuid)
         info = node.driver_internal_info['bmc_deploy']
         self.assertEqual('building', info['build']['state'])
-        self.assertNotIn('url', info['stage_args'])
+        self.assertNotIn('artifact_token_url', info)
         self.assertEqual(run_report.get(node)['deploy_id'],
                          info['deploy_id'])
 
@@ -148,7 +149,7 @@ class DeployStepTestCase(ContainerDeployTestCase):
         node = objects.Node.get_by_uuid(self.context, self.node.uuid)
         info = node.driver_internal_info['bmc_deploy']
         self.assertEqual('ready', info['build']['state'])
-        args = info['stage_args']
+        args = dict(info['stage_args'], url=info['artifact_token_url'])
         self.assertEqual('sha256:' + 'a' * 64, args['digest'])
         self.assertEqual('erofs', args['format'])
         self.assertEqual('ramfs', args['rootfs'])
@@ -167,6 +168,11 @@ class DeployStepTestCase(ContainerDeployTestCase):
         self.assertEqual('sha256:b', report['image_digest'])
         self.assertEqual('http://h/k', report['kernel'])
         self.assertEqual(self.artifact.digest, report['artifact']['digest'])
+        # What Ironic's API shows whoever may not see driver secrets (the
+        # node's owner): no trace of the artifact's URL.
+        shown = strutils.mask_dict_password(node.driver_internal_info,
+                                            '******')
+        self.assertNotIn(rel.split('/')[1], str(shown))
 
     def test_unknown_image_fails_before_anything(self, mock_resolve,
                                                  mock_prepare, mock_boot,
@@ -293,8 +299,8 @@ class DeployStepTestCase(ContainerDeployTestCase):
         self.executor.run_all()
         node = objects.Node.get_by_uuid(self.context, self.node.uuid)
         new = run_report.get(node)
-        new_url = node.driver_internal_info['bmc_deploy']['stage_args'][
-            'url']
+        new_url = node.driver_internal_info['bmc_deploy'][
+            'artifact_token_url']
         self.assertNotIn('bmc_agent', node.driver_internal_info)
         self.assertNotEqual(old_url, new_url)
         self.assertNotEqual(old['deploy_id'], new['deploy_id'])
@@ -312,7 +318,8 @@ class InBandStepsTestCase(ContainerDeployTestCase):
                                  'step': 'bmc_stage_rootfs', 'priority': 80,
                                  'args': {}}
         self.node.set_driver_internal_info('bmc_deploy', {
-            'stage_args': {'url': 'u', 'digest': 'd'}, 'powered_on': 1.0})
+            'stage_args': {'digest': 'd'}, 'artifact_token_url': 'u',
+            'powered_on': 1.0})
         self.node.set_driver_internal_info(
             run_report.INTERNAL_KEY, {'stages': [], 'node': self.node.uuid,
                                       'deploy_id': 'x'})
@@ -341,14 +348,14 @@ class InBandStepsTestCase(ContainerDeployTestCase):
             path = os.path.join(CONF.deploy.http_root,
                                 url[len(CONF.deploy.http_url) + 1:])
             task.node.set_driver_internal_info('bmc_deploy', {
-                'stage_args': {'url': url, 'digest': 'd',
-                               'rootfs': 'ramfs'},
+                'stage_args': {'digest': 'd', 'rootfs': 'ramfs'},
+                'artifact_token_url': url,
                 'workload_args': {'command': ['/x']}})
             self.assertTrue(os.path.exists(path))
             task.driver.deploy.bmc_start_workload(task)
             self.assertFalse(os.path.exists(os.path.dirname(path)))
             info = task.node.driver_internal_info['bmc_deploy']
-            self.assertNotIn('url', info['stage_args'])
+            self.assertNotIn('artifact_token_url', info)
             self.assertEqual({'command': ['/x']},
                              mock_execute.call_args[0][1]['args'])
         node = objects.Node.get_by_uuid(self.context, self.node.uuid)
