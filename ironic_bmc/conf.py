@@ -93,6 +93,11 @@ opts = [
     cfg.IntOpt('workload_poll_interval', default=10, min=1,
                help='How often (seconds) the conductor asks the agent of '
                     'an ACTIVE node whether its workload still runs.'),
+    cfg.IntOpt('workload_lost_timeout', default=120, min=10,
+               help='Seconds a running workload\'s agent may leave the '
+                    'conductor\'s polls unanswered before the run is '
+                    'declared lost: the report and last_error say why and '
+                    'the node is powered off.'),
     cfg.ListOpt('tunables_profile_dirs', default=[],
                 help='Directories of operator tunables profiles (*.conf, '
                      'tuned-style with [main] include= and [knobs]), '

@@ -54,6 +54,7 @@ from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import tuning
+from ironic_bmc.drivers import workload_watch
 from bmc_common import protocol
 from ironic_bmc import report as run_report
 
@@ -355,30 +356,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             run_report.INTERNAL_KEY) or {}).get('state') == 'running'),
     )
     def _watch_workload(self, task, manager, context):
-        deploy_id = run_report.get(task.node)['deploy_id']
-        try:
-            status = self._workload_status(task)
-        except exception.IronicException as exc:
-            LOG.warning('Cannot get the workload state of node %(node)s: '
-                        '%(err)s', {'node': task.node.uuid, 'err': exc})
-            return
-        if status.get('state') == 'running':
-            return
-        task.upgrade_lock()
-        # The exclusive lock reloads the node: it may have been undeployed
-        # or redeployed while the agent was asked (with a shared lock).
-        report = run_report.get(task.node)
-        if (task.node.provision_state != states.ACTIVE or not report
-                or report.get('deploy_id') != deploy_id
-                or report.get('state') != 'running'):
-            LOG.info('Node %(node)s changed while its workload state was '
-                     'read; not recording an exit', {'node': task.node.uuid})
-            return
-        run_close.record_exit(task, status)
-
-    def _workload_status(self, task):
-        return agent_calls.call(task, protocol.STEP_WORKLOAD_STATUS,
-                                timeout=30)
+        workload_watch.check(task)
 
     # --- tear down (see run_close) -----------------------------------------
 

@@ -34,6 +34,7 @@ from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import tuning
+from ironic_bmc.drivers import workload_watch
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import pipeline
 from ironic_bmc import deploy_info
@@ -551,7 +552,7 @@ class WatcherRaceTestCase(ContainerDeployTestCase):
 
         with task_manager.acquire(self.context, self.node.uuid,
                                   shared=True) as task:
-            with mock.patch.object(task.driver.deploy, '_workload_status',
+            with mock.patch.object(workload_watch, '_status',
                                    side_effect=undeployed_meanwhile):
                 # The function under Ironic's node_periodic decorator.
                 watch = inspect.unwrap(
@@ -560,6 +561,82 @@ class WatcherRaceTestCase(ContainerDeployTestCase):
             self.assertEqual('running',
                              run_report.get(task.node)['state'])
         mock_power.assert_not_called()
+
+
+@mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                   autospec=True)
+@mock.patch.object(workload_watch, '_status', autospec=True)
+class LostRunTestCase(ContainerDeployTestCase):
+    """A running workload whose agent stops answering, or forgets it."""
+
+    def setUp(self):
+        super().setUp()
+        self.config(workload_lost_timeout=120, group='container')
+        report = run_report.new(self.node, deploy_info.parse(self.node))
+        report['state'] = 'running'
+        self.deploy_id = report['deploy_id']
+        self.node.provision_state = states.ACTIVE
+        self.node.target_provision_state = None
+        self.node.power_state = states.POWER_ON
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
+        self.node.save()
+        workload_watch._unanswered.clear()
+
+    def _poll(self):
+        with task_manager.acquire(self.context, self.node.uuid,
+                                  shared=True) as task:
+            workload_watch.check(task)
+        return objects.Node.get_by_uuid(self.context, self.node.uuid)
+
+    @mock.patch.object(workload_watch.time, 'monotonic', autospec=True)
+    def test_silent_agent_loses_the_run_after_the_timeout(
+            self, mock_time, mock_status, mock_power):
+        mock_status.side_effect = exception.IronicException('timed out')
+        mock_time.return_value = 1000.0
+        node = self._poll()
+        mock_time.return_value = 1119.0
+        node = self._poll()
+        # Not yet: a conductor or network hiccup is not a lost node.
+        self.assertEqual('running', run_report.get(node)['state'])
+        mock_power.assert_not_called()
+        mock_time.return_value = 1121.0
+        node = self._poll()
+        report = run_report.get(node)
+        self.assertEqual('failed', report['state'])
+        self.assertIn('has not answered for 121 seconds', report['error'])
+        self.assertIn('workload_lost_timeout', report['error'])
+        self.assertEqual(report['error'], node.last_error)
+        self.assertEqual(states.ACTIVE, node.provision_state)
+        mock_power.assert_called_once_with(mock.ANY, states.POWER_OFF)
+        self.assertEqual('failed', run_report.load(
+            node.uuid, self.deploy_id)['state'])
+
+    @mock.patch.object(workload_watch.time, 'monotonic', autospec=True)
+    def test_an_answer_resets_the_clock(self, mock_time, mock_status,
+                                        mock_power):
+        mock_time.return_value = 1000.0
+        mock_status.side_effect = exception.IronicException('timed out')
+        self._poll()
+        mock_status.side_effect = None
+        mock_status.return_value = {'state': 'running'}
+        mock_time.return_value = 1100.0
+        self._poll()
+        mock_status.side_effect = exception.IronicException('timed out')
+        mock_time.return_value = 1200.0
+        node = self._poll()
+        self.assertEqual('running', run_report.get(node)['state'])
+        mock_power.assert_not_called()
+
+    def test_agent_that_forgot_the_workload_loses_the_run(
+            self, mock_status, mock_power):
+        # The node rebooted into a fresh agent (power lost and restored).
+        mock_status.return_value = {'state': 'absent', 'exit_code': None}
+        node = self._poll()
+        report = run_report.get(node)
+        self.assertEqual('failed', report['state'])
+        self.assertIn('no longer knows the workload', report['error'])
+        self.assertIsNone(report['workload_exit_code'])
+        mock_power.assert_called_once_with(mock.ANY, states.POWER_OFF)
 
 
 class ValidateTestCase(ContainerDeployTestCase):

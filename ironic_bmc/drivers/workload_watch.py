@@ -1,0 +1,128 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Watching a running workload through the agent next to it.
+
+Every ``[container]workload_poll_interval`` seconds the conductor asks the
+agent for the workload's state (with a shared lock):
+
+* ``running``: nothing to do;
+* ``exited``: the exit is recorded (a job's run ends, see
+  :func:`run_close.record_exit`);
+* ``absent``: the agent answering does not know the workload (the node
+  rebooted, or the agent restarted): the run is lost;
+* no answer: after ``[container]workload_lost_timeout`` seconds without
+  one (the node lost power, the agent died, the network is gone) the run
+  is lost.
+
+A lost run ends ``failed`` with the reason in the report and in the
+node's ``last_error``; the node is powered off, so it is in a known state
+and draws no power for a run nobody watches.  It stays ACTIVE until it is
+undeployed, like a finished job.
+"""
+
+import time
+
+from ironic.common import exception
+from ironic.common.i18n import _
+from ironic.common import states
+from ironic.conductor import utils as manager_utils
+from oslo_log import log
+
+from bmc_common import protocol
+from ironic_bmc.conf import CONF
+from ironic_bmc.drivers import agent_calls
+from ironic_bmc.drivers import energy
+from ironic_bmc.drivers import run_close
+from ironic_bmc import report as run_report
+
+LOG = log.getLogger(__name__)
+
+#: (node UUID, deploy ID) -> (monotonic time of the first unanswered poll,
+#: the last error), for this conductor's polls.
+_unanswered = {}
+
+
+def _status(task):
+    return agent_calls.call(task, protocol.STEP_WORKLOAD_STATUS, timeout=30)
+
+
+def check(task):
+    """One poll of a running node's workload (shared lock held)."""
+    node = task.node
+    deploy_id = run_report.get(node)['deploy_id']
+    key = (node.uuid, deploy_id)
+    try:
+        status = _status(task)
+    except exception.IronicException as exc:
+        first, _last = _unanswered.get(key, (time.monotonic(), None))
+        _unanswered[key] = (first, str(exc))
+        silent = time.monotonic() - first
+        LOG.warning('Cannot get the workload state of node %(node)s '
+                    '(%(secs)d s without an answer): %(err)s',
+                    {'node': node.uuid, 'secs': silent, 'err': exc})
+        if silent < CONF.container.workload_lost_timeout:
+            return
+        reason = (_('the agent next to the workload has not answered for '
+                    '%(secs)d seconds ([container]workload_lost_timeout); '
+                    'last error: %(err)s')
+                  % {'secs': silent, 'err': exc})
+        status = None
+    else:
+        _unanswered.pop(key, None)
+        state = status.get('state')
+        if state == 'running':
+            return
+        reason = None
+        if state != 'exited':
+            reason = (_('the agent on the node no longer knows the workload '
+                        '(state %(state)s): the node rebooted or the agent '
+                        'restarted') % {'state': state})
+    task.upgrade_lock()
+    # The exclusive lock reloads the node: it may have been undeployed or
+    # redeployed while the agent was asked (with a shared lock).
+    report = run_report.get(task.node)
+    if (task.node.provision_state != states.ACTIVE or not report
+            or report.get('deploy_id') != deploy_id
+            or report.get('state') != 'running'):
+        LOG.info('Node %(node)s changed while its workload state was read; '
+                 'not recording anything', {'node': task.node.uuid})
+        _unanswered.pop(key, None)
+        return
+    _unanswered.pop(key, None)
+    if reason is None:
+        run_close.record_exit(task, status)
+    else:
+        record_lost(task, reason)
+
+
+def record_lost(task, reason):
+    """The run is lost: say why, power the node off."""
+    node = task.node
+    report = run_report.get(node)
+    message = (_('Container run %(run)s on node %(node)s is lost: '
+                 '%(why)s. The node is powered off; undeploy it to free '
+                 'it.') % {'run': report['deploy_id'], 'node': node.uuid,
+                           'why': reason})
+    LOG.error(message)
+    t_off = time.time()
+    if node.power_state != states.POWER_OFF:
+        try:
+            manager_utils.node_power_action(task, states.POWER_OFF)
+        except exception.IronicException as exc:
+            message += ' ' + (_('Powering it off failed: %s') % exc)
+    run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF, t_off,
+                         time.time())
+    energy.stop(node)
+    run_report.update(node, report, state='failed', error=message)
+    node.last_error = message
+    node.save()
