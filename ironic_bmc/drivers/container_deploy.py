@@ -315,6 +315,8 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             info['probed_after_tunables'] = True
             node.set_driver_internal_info(DEPLOY_KEY, info)
             node.save()
+        if rootfs_build.orphaned(node) and not rootfs_build.restart(task):
+            return None     # the deploy failed
         if rootfs_build.state(node) == rootfs_build.BUILDING:
             return rootfs_build.wait(task)
         args = dict(info['stage_args'])
@@ -357,6 +359,23 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
     )
     def _watch_workload(self, task, manager, context):
         workload_watch.check(task)
+
+    @periodics.node_periodic(
+        purpose='restarting lost rootfs builds',
+        spacing=lambda: CONF.container.workload_poll_interval,
+        filters={'provision_state': states.DEPLOYWAIT, 'reserved': False,
+                 'maintenance': False},
+        predicate_extra_fields=['driver_internal_info'],
+        predicate=lambda n: rootfs_build.orphaned(n),
+    )
+    def _restart_lost_builds(self, task, manager, context):
+        """A conductor restart loses its build workers: start the builds
+        of its waiting deploys again, or they would wait until Ironic's
+        deploy callback timeout."""
+        task.upgrade_lock()
+        if (task.node.provision_state == states.DEPLOYWAIT
+                and rootfs_build.orphaned(task.node)):
+            rootfs_build.restart(task)
 
     # --- tear down (see run_close) -----------------------------------------
 

@@ -32,6 +32,7 @@ A build whose deploy has ended meanwhile (undeploy, abort, a new deploy)
 only gives back its cache pin.
 """
 
+import dataclasses
 import threading
 import time
 
@@ -48,6 +49,7 @@ from oslo_log import log
 from bmc_common import protocol
 from ironic_bmc.conf import CONF
 from ironic_bmc import deploy_info
+from ironic_bmc.image import reference
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import step_hooks
@@ -72,6 +74,8 @@ LOCK_ATTEMPTS = 60
 
 _executor = None
 _executor_lock = threading.Lock()
+#: (node UUID, deploy ID) of the builds this conductor process runs.
+_in_progress = set()
 
 
 def _get_executor():
@@ -92,13 +96,16 @@ def start(task, container, resolved, started_at):
     """
     node = task.node
     info = node.driver_internal_info[DEPLOY_KEY]
-    info[BUILD_KEY] = {'state': BUILDING}
+    # A restarted build keeps the flag of a step waiting for it.
+    waiting = (info.get(BUILD_KEY) or {}).get('waiting', False)
+    info[BUILD_KEY] = {'state': BUILDING, 'waiting': waiting}
     node.set_driver_internal_info(DEPLOY_KEY, info)
     node.save()
     # The build reads the node's properties only: a copy, never saved.
     node_copy = node.obj_clone()
     deploy_id = info['deploy_id']
     context = ironic_context.get_admin_context()
+    _in_progress.add((node.uuid, deploy_id))
 
     def _build():
         artifact = workload_args = error = None
@@ -112,10 +119,46 @@ def start(task, container, resolved, started_at):
             LOG.info('Rootfs build for node %(node)s failed: %(err)s',
                      {'node': node_copy.uuid, 'err': exc})
             error = exc
-        record(context, node_copy.uuid, deploy_id, started_at, artifact,
-               workload_args, error)
+        try:
+            record(context, node_copy.uuid, deploy_id, started_at, artifact,
+                   workload_args, error)
+        finally:
+            _in_progress.discard((node_copy.uuid, deploy_id))
 
     return _get_executor().submit(_build)
+
+
+def orphaned(node):
+    """A build recorded as running that no worker of this conductor runs:
+    the conductor that started it restarted, or the node moved here."""
+    info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+    return (state(node) == BUILDING
+            and (node.uuid, info.get('deploy_id')) not in _in_progress)
+
+
+def restart(task):
+    """Start an orphaned build again, here, for the image digest the
+    deploy resolved (a tag that moved meanwhile does not matter)."""
+    node = task.node
+    container = deploy_info.parse(node)
+    report = run_report.get(node) or {}
+    digest = report.get('image_digest')
+    if digest:
+        ref = reference.parse(container.image)
+        container = dataclasses.replace(
+            container, image=str(ref.with_digest(digest)))
+    LOG.warning('The rootfs build of node %(node)s was lost (conductor '
+                'restart or take-over); building %(image)s again here',
+                {'node': node.uuid, 'image': container.image})
+    try:
+        resolved = rootfs.resolve(node, container)
+    except Exception as exc:
+        msg = (_('Cannot deploy container image %(image)s: %(err)s')
+               % {'image': container.image, 'err': exc})
+        manager_utils.deploying_error_handler(task, msg, msg)
+        return False
+    start(task, container, resolved, time.time())
+    return True
 
 
 def state(node):

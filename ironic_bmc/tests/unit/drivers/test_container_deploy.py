@@ -118,6 +118,8 @@ class DeployStepTestCase(ContainerDeployTestCase):
         self.executor = CapturingExecutor()
         self.useFixture(fixtures.MockPatchObject(
             rootfs_build, '_get_executor', return_value=self.executor))
+        self.useFixture(fixtures.MockPatchObject(
+            rootfs_build, '_in_progress', set()))
 
     def _deploy(self, mock_resolve):
         mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
@@ -273,6 +275,44 @@ class DeployStepTestCase(ContainerDeployTestCase):
         node = objects.Node.get_by_uuid(self.context, self.node.uuid)
         self.assertNotIn(rootfs_build.BUILD_KEY,
                          node.driver_internal_info.get('bmc_deploy', {}))
+
+    @mock.patch.object(container_deploy.manager_utils,
+                       'notify_conductor_resume_deploy', autospec=True)
+    def test_build_lost_in_a_restart_is_started_again(
+            self, mock_resume, mock_resolve, mock_prepare, mock_boot,
+            mock_power):
+        mock_prepare.return_value = self.artifact
+        self._deploy(mock_resolve)
+        self.node.refresh()
+        self.node.provision_state = states.DEPLOYWAIT
+        self.node.deploy_step = {'interface': 'deploy',
+                                 'step': 'bmc_stage_rootfs', 'priority': 80,
+                                 'args': {}}
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            rootfs_build.wait(task)
+        # The conductor restarts: its worker and the queued build are gone.
+        self.executor.submitted.clear()
+        rootfs_build._in_progress.clear()
+        self.node.refresh()
+        self.assertTrue(rootfs_build.orphaned(self.node))
+        mock_resolve.reset_mock()
+        with task_manager.acquire(self.context, self.node.uuid,
+                                  shared=True) as task:
+            restart = inspect.unwrap(
+                container_deploy.ContainerDeploy._restart_lost_builds)
+            restart(task.driver.deploy, task, None, None)
+        # The digest the deploy resolved, not the tag (it may have moved).
+        container = mock_resolve.call_args[0][1]
+        self.assertEqual(IMAGE.rsplit(':', 1)[0] + ':1@sha256:b',
+                         container.image)
+        self.assertEqual(1, len(self.executor.submitted))
+        self.executor.run_all()
+        # The step that was waiting is resumed.
+        mock_resume.assert_called_once_with(mock.ANY)
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        self.assertEqual('ready', rootfs_build.state(node))
+        self.assertFalse(rootfs_build.orphaned(node))
 
     # ``baremetal node rebuild`` runs prepare and the deploy steps on a
     # node that still holds the previous run.
