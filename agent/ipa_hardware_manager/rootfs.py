@@ -28,6 +28,7 @@ that any agent can use it.
 """
 
 import hashlib
+import http.client
 import json
 import os
 import queue
@@ -54,6 +55,9 @@ QUEUE_CHUNKS = 16
 #: tmpfs size limit, as tmpfs understands it.
 TMPFS_SIZE = '90%'
 HTTP_TIMEOUT = 60
+#: Requests one artifact download may take (resuming), and the first pause.
+DOWNLOAD_ATTEMPTS = 4
+RETRY_DELAY = 1.0
 BINDS = ('proc', 'sys', 'dev', 'dev/pts', 'run')
 
 _DIGEST_RE = re.compile(r'^sha256:([0-9a-f]{64})$')
@@ -162,19 +166,36 @@ class _Reader(threading.Thread):
             self.chunks.put(exc)
 
 
-def download(url, dest, expected_hex, size=None, timings=None):
-    """Stream url to dest, checking sha256 (and size); return bytes read.
+class _Transfer:
+    """What a download has received so far, across resumed requests."""
 
-    :param timings: if a dict, gets ``hash`` and ``write``: seconds spent
-        hashing and writing (the verification's share of the download).
-    """
-    hasher = hashlib.sha256()
-    total = 0
-    spent = {'hash': 0.0, 'write': 0.0}
+    def __init__(self, out):
+        self.out = out
+        self.hasher = hashlib.sha256()
+        self.total = 0
+        self.spent = {'hash': 0.0, 'write': 0.0}
+
+    def restart(self):
+        self.out.seek(0)
+        self.out.truncate()
+        self.hasher = hashlib.sha256()
+        self.total = 0
+
+
+def _fetch(url, transfer):
+    """One request: from ``transfer.total`` on (a Range request) to the
+    end.  Raises what the network raised."""
+    request = urllib.request.Request(url)
+    if transfer.total:
+        request.add_header('Range', 'bytes=%d-' % transfer.total)
     reader = None
     try:
-        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT) as resp, \
-                open(dest, 'wb') as out:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as resp:
+            if transfer.total and resp.status != 206:
+                LOG.warning('%s does not resume (HTTP %s to a Range '
+                            'request): downloading it again from the start',
+                            url, resp.status)
+                transfer.restart()
             chunks = queue.Queue(maxsize=QUEUE_CHUNKS)
             reader = _Reader(resp, chunks)
             reader.start()
@@ -185,15 +206,12 @@ def download(url, dest, expected_hex, size=None, timings=None):
                 if chunk is None:
                     break
                 t = time.monotonic()
-                hasher.update(chunk)
+                transfer.hasher.update(chunk)
                 t2 = time.monotonic()
-                out.write(chunk)
-                spent['hash'] += t2 - t
-                spent['write'] += time.monotonic() - t2
-                total += len(chunk)
-    except (urllib.error.URLError, OSError) as exc:
-        raise StagingError('download of %s failed after %d bytes: %s' % (
-            url, total, exc)) from exc
+                transfer.out.write(chunk)
+                transfer.spent['hash'] += t2 - t
+                transfer.spent['write'] += time.monotonic() - t2
+                transfer.total += len(chunk)
     finally:
         if reader is not None:
             reader.stopped.set()
@@ -203,12 +221,63 @@ def download(url, dest, expected_hex, size=None, timings=None):
                     chunks.get(timeout=0.1)
                 except queue.Empty:
                     pass
+
+
+def _retryable(exc):
+    """A dropped link or a restarting server, not an answer to act on."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code in (502, 503, 504)
+    return isinstance(exc, (urllib.error.URLError, ConnectionError,
+                            TimeoutError, http.client.HTTPException))
+
+
+def download(url, dest, expected_hex, size=None, timings=None):
+    """Stream url to dest, checking sha256 (and size); return bytes read.
+
+    A link that drops or a server that restarts midway costs a retry, not
+    the deploy: the transfer resumes where it stopped with a Range request
+    (from the start if the server ignores ranges), up to
+    ``DOWNLOAD_ATTEMPTS`` requests, ``RETRY_DELAY`` seconds apart and
+    doubling.
+
+    :param timings: if a dict, gets ``hash`` and ``write``: seconds spent
+        hashing and writing (the verification's share of the download).
+    """
+    failures = []
+    transfer = None
+    try:
+        with open(dest, 'wb') as out:
+            transfer = _Transfer(out)
+            for attempt in range(DOWNLOAD_ATTEMPTS):
+                try:
+                    _fetch(url, transfer)
+                    break
+                except Exception as exc:  # noqa: BLE001 - sorted below
+                    if not _retryable(exc):
+                        raise
+                    failures.append('%s after %d bytes' % (exc,
+                                                           transfer.total))
+                    if attempt + 1 == DOWNLOAD_ATTEMPTS:
+                        raise
+                    LOG.warning('Download of %s interrupted after %d bytes '
+                                '(%s); resuming', url, transfer.total, exc)
+                    time.sleep(RETRY_DELAY * 2 ** attempt)
+    except (urllib.error.URLError, OSError,
+            http.client.HTTPException) as exc:
+        what = ('; earlier attempts: %s' % '; '.join(failures[:-1])
+                if len(failures) > 1 else '')
+        raise StagingError('download of %s failed after %d bytes: %s%s' % (
+            url, transfer.total if transfer else 0, exc, what)) from exc
     if timings is not None:
-        timings.update({k: round(v, 3) for k, v in spent.items()})
+        timings.update({k: round(v, 3) for k, v in transfer.spent.items()})
+    if failures:
+        LOG.info('Downloaded %s after %d interrupted attempt(s): %s', url,
+                 len(failures), '; '.join(failures))
+    total = transfer.total
     if size is not None and total != int(size):
         raise StagingError('artifact %s has %d bytes, expected %d' % (
             url, total, int(size)))
-    actual = hasher.hexdigest()
+    actual = transfer.hasher.hexdigest()
     if actual != expected_hex:
         raise StagingError('artifact %s has digest sha256:%s, expected '
                            'sha256:%s' % (url, actual, expected_hex))

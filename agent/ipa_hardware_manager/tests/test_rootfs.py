@@ -26,7 +26,40 @@ DIGEST = 'sha256:' + hashlib.sha256(PAYLOAD).hexdigest()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
+    #: The Range header of each request to /flaky*.img, in order.
+    ranges = []
+
+    def _flaky(self, honour_range):
+        """The first request drops after half the payload (a server
+        restart midway); later ones serve the rest when asked."""
+        asked = self.headers.get('Range')
+        _Handler.ranges.append(asked)
+        half = len(PAYLOAD) // 2
+        if len(_Handler.ranges) == 1:
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(PAYLOAD)))
+            self.end_headers()
+            self.wfile.write(PAYLOAD[:half])
+            self.close_connection = True
+            return
+        if honour_range and asked:
+            start = int(asked.split('=')[1].rstrip('-'))
+            self.send_response(206)
+            self.send_header('Content-Range', 'bytes %d-%d/%d' % (
+                start, len(PAYLOAD) - 1, len(PAYLOAD)))
+            self.send_header('Content-Length', str(len(PAYLOAD) - start))
+            self.end_headers()
+            self.wfile.write(PAYLOAD[start:])
+            return
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(PAYLOAD)))
+        self.end_headers()
+        self.wfile.write(PAYLOAD)
+
     def do_GET(self):
+        if self.path in ('/flaky.img', '/flaky-norange.img'):
+            self._flaky(honour_range=self.path == '/flaky.img')
+            return
         if self.path == '/truncated.img':
             # Promises more than it sends, then closes: a dropped link.
             self.send_response(200)
@@ -96,10 +129,12 @@ class ValidateTest(unittest.TestCase):
         self._bad('must not be negative', size=-1)
 
 
+@mock.patch.object(rootfs, 'RETRY_DELAY', 0)
 class DownloadTest(HttpTestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.dest = os.path.join(self.tmp.name, 'artifact')
+        _Handler.ranges = []
 
     def tearDown(self):
         self.tmp.cleanup()
@@ -134,6 +169,36 @@ class DownloadTest(HttpTestCase):
             rootfs.download(url, self.dest, DIGEST.split(':')[1])
         self.assertFalse([t for t in threading.enumerate()
                           if t.name == 'bmc-rootfs-reader'])
+
+    @mock.patch.object(rootfs, 'CHUNK', 1000)
+    def test_server_restart_midway_resumes_with_a_range(self):
+        url = self.url.replace('/rootfs.img', '/flaky.img')
+        n = rootfs.download(url, self.dest, DIGEST.split(':')[1],
+                            len(PAYLOAD))
+        self.assertEqual(len(PAYLOAD), n)
+        with open(self.dest, 'rb') as f:
+            self.assertEqual(PAYLOAD, f.read())
+        # Only the missing part was asked for again.
+        self.assertEqual(2, len(_Handler.ranges))
+        self.assertIsNone(_Handler.ranges[0])
+        self.assertRegex(_Handler.ranges[1], r'^bytes=\d+-$')
+        self.assertGreater(int(_Handler.ranges[1][6:-1]), 0)
+
+    @mock.patch.object(rootfs, 'CHUNK', 1000)
+    def test_server_without_ranges_starts_again(self):
+        url = self.url.replace('/rootfs.img', '/flaky-norange.img')
+        n = rootfs.download(url, self.dest, DIGEST.split(':')[1],
+                            len(PAYLOAD))
+        self.assertEqual(len(PAYLOAD), n)
+        with open(self.dest, 'rb') as f:
+            self.assertEqual(PAYLOAD, f.read())
+
+    def test_refused_connection_gives_up_after_the_attempts(self):
+        with mock.patch.object(rootfs, 'DOWNLOAD_ATTEMPTS', 3):
+            with self.assertRaisesRegex(rootfs.StagingError,
+                                        'earlier attempts: .*refused'):
+                rootfs.download('http://127.0.0.1:9/x.img', self.dest,
+                                '0' * 64)
 
     @mock.patch.object(rootfs, 'QUEUE_CHUNKS', 1)
     @mock.patch.object(rootfs, 'CHUNK', 100)
