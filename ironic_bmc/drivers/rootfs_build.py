@@ -157,6 +157,10 @@ def restart(task):
                % {'image': container.image, 'err': exc})
         manager_utils.deploying_error_handler(task, msg, msg)
         return False
+    report = run_report.get(node)
+    if report:
+        run_report.update(node, report, build_restarts=int(
+            report.get('build_restarts') or 0) + 1)
     start(task, container, resolved, time.time())
     return True
 

@@ -124,5 +124,7 @@ def record_lost(task, reason):
                          time.time())
     energy.stop(node)
     run_report.update(node, report, state='failed', error=message)
-    node.last_error = message
+    # last_error, and the node's history (a power sync clears the former).
+    manager_utils.node_history_record(node, event=message,
+                                      event_type='monitoring', error=True)
     node.save()

@@ -24,6 +24,8 @@ import shutil
 import tempfile
 import time
 
+from ironicclient.common.apiclient import exceptions as client_exc
+
 from bmc_lab import client as lab_client
 from bmc_lab import ociimage
 from bmc_lab import procs
@@ -75,8 +77,9 @@ def push_demo_image(settings, tag=DEMO_TAG):
 
 
 def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
-           out=print, timeout=900):
-    """Deploy ``image`` on a lab node; wait for ACTIVE; return the watcher."""
+           out=print, timeout=900, wait=True):
+    """Deploy ``image`` on a lab node; wait for ACTIVE (unless ``wait`` is
+    false); return the node's state watcher."""
     cli = lab_client.get_client(settings)
     name = settings.node_name(index)
     patch = [
@@ -95,7 +98,8 @@ def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
     out('Deploying %s on %s with the container deploy interface ...'
         % (image, name))
     cli.node.set_provision_state(name, 'active')
-    watcher.wait('active', timeout)
+    if wait:
+        watcher.wait('active', timeout)
     return watcher
 
 
@@ -106,8 +110,13 @@ def wait_report(settings, index=0, states=('finished',), timeout=600):
     deadline = time.monotonic() + timeout
     report = None
     while time.monotonic() < deadline:
-        report = cli.node.vendor_passthru(name, 'run_report',
-                                          http_method='GET')
+        try:
+            report = cli.node.vendor_passthru(name, 'run_report',
+                                              http_method='GET')
+        except client_exc.ClientException:
+            # The API restarting (a test may restart Ironic).
+            time.sleep(2)
+            continue
         report = report.to_dict() if hasattr(report, 'to_dict') else report
         if report and report.get('state') in states:
             return report

@@ -95,6 +95,7 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
             'default_kernel_modules': 'file://' + settings.path(
                 'images', 'modules-default.cpio.gz'),
             'workload_poll_interval': '3',
+            'workload_lost_timeout': str(settings.workload_lost_timeout),
         },
         'deploy': {
             'http_root': settings.http_root,

@@ -126,6 +126,24 @@ def stop(settings, name, timeout=15):
     return True
 
 
+def crash(settings, name):
+    """SIGKILL a lab process and its session, as a crash would: no
+    graceful shutdown.  True if one was running."""
+    pid = pid_of(settings, name)
+    if pid is None:
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        _reap(pid)
+        time.sleep(0.1)
+    os.unlink(_pidfile(settings, name))
+    return True
+
+
 def _reap(pid):
     try:
         os.waitpid(pid, os.WNOHANG)

@@ -211,7 +211,7 @@ http {{
             default_type text/plain;
             return 200 "ok\n";
         }}
-    }}
+{artifact_location}    }}
 }}
 """
 
@@ -220,10 +220,17 @@ def start_nginx(settings):
     if procs.running(settings, 'nginx'):
         return
     conf = settings.path('etc', 'nginx.conf')
+    artifact_location = ''
+    if settings.artifact_rate_limit:
+        artifact_location = (
+            '        location ~ /rootfs-[^/]+/ {\n'
+            '            limit_rate %s;\n'
+            '        }\n' % settings.artifact_rate_limit)
     _write(conf, NGINX_CONF.format(run=settings.path('run'),
                                    logs=settings.log_dir,
                                    port=settings.ports.http,
-                                   root=settings.http_root))
+                                   root=settings.http_root,
+                                   artifact_location=artifact_location))
     os.makedirs(settings.http_root, exist_ok=True)
     proc = procs.spawn(settings, 'nginx', [system_bin('nginx', 'nginx-light'),
                                            '-c', conf, '-p', settings.path()])
@@ -322,6 +329,26 @@ def start_ironic(settings, hardware_types=None, deploy_interfaces=None):
                                              + '.log'),
                                 proc=proc, timeout=120)
     return started
+
+
+def restart_ironic(settings, crash=False):
+    """Stop the lab's Ironic processes (SIGKILL with ``crash``) and start
+    them again on the same database and configuration."""
+    names = ironic_processes(settings)
+    for name in names:
+        if crash:
+            procs.crash(settings, name)
+        else:
+            procs.stop(settings, name)
+    conf = settings.path('etc', 'ironic.conf')
+    for name in names:
+        proc = procs.spawn(settings, name,
+                           [venv_bin(name), '--config-file', conf],
+                           env=ironic_env(settings))
+        if name in ('ironic', 'ironic-api'):
+            procs.wait_for_port(settings.ports.ironic_api, name,
+                                settings.log(name + '.log'), proc=proc,
+                                timeout=120)
 
 
 def ironic_env(settings):

@@ -75,6 +75,12 @@ class Settings:
     #: [conductor]deploy_callback_timeout: how long a deploy waits for
     #: the agent before it fails.
     deploy_callback_timeout: int = 600
+    #: [container]workload_lost_timeout: how long a running workload's
+    #: agent may stay silent before the run is declared lost.
+    workload_lost_timeout: int = 120
+    #: nginx limit_rate for rootfs artifacts only ('' = none), e.g. '4m':
+    #: lets a test act while a node is still downloading one.
+    artifact_rate_limit: str = ''
     ports: Ports = dataclasses.field(default_factory=Ports)
     #: MariaDB server of the scaled profile (database created on demand).
     mysql_url: str = 'mysql+pymysql://root@127.0.0.1:3306'

@@ -313,6 +313,7 @@ class DeployStepTestCase(ContainerDeployTestCase):
         node = objects.Node.get_by_uuid(self.context, self.node.uuid)
         self.assertEqual('ready', rootfs_build.state(node))
         self.assertFalse(rootfs_build.orphaned(node))
+        self.assertEqual(1, run_report.get(node)['build_restarts'])
 
     # ``baremetal node rebuild`` runs prepare and the deploy steps on a
     # node that still holds the previous run.
