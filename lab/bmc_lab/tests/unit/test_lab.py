@@ -14,6 +14,7 @@ import configparser
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -130,6 +131,11 @@ def test_wait_for_port_reports_exit_and_log(tmp_path):
 
 def test_spawn_and_stop(settings):
     proc = procs.spawn(settings, 'sleeper', ['sleep', '60'])
+    # Until the child has exec'd, its command line is still Python's.
+    deadline = time.monotonic() + 5
+    while (procs.pid_of(settings, 'sleeper') is None
+           and time.monotonic() < deadline):
+        time.sleep(0.05)
     assert procs.pid_of(settings, 'sleeper') == proc.pid
     assert procs.stop(settings, 'sleeper') is True
     proc.wait(timeout=5)
