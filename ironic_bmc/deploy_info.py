@@ -25,6 +25,7 @@ from oslo_utils import strutils
 
 from bmc_common import protocol
 from ironic_bmc.conf import CONF
+from ironic_bmc import image_properties
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import reference
 
@@ -41,115 +42,129 @@ class ContainerInfo:
     measure_link: bool = False
 
 
-def _json_value(key, value, kind):
-    """instance_info values set from the CLI may arrive as JSON strings."""
+def _json_value(key, value, kind, label=None):
+    """Values set from the CLI (or as Glance image properties) may arrive
+    as JSON strings.  ``label`` names where the value comes from."""
+    label = label or 'instance_info/%s' % key
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError as exc:
             raise exception.InvalidParameterValue(
-                _('instance_info/%(key)s must be a JSON %(kind)s: %(err)s')
-                % {'key': key, 'kind': kind, 'err': exc})
+                _('%(label)s must be a JSON %(kind)s: %(err)s')
+                % {'label': label, 'kind': kind, 'err': exc})
     return value
 
 
-def _command(value):
-    key = protocol.II_COMMAND
-    value = _json_value(key, value, 'list of strings')
+def _command(value, label):
+    value = _json_value(protocol.II_COMMAND, value, 'list of strings', label)
     if (not isinstance(value, list) or not value
             or not all(isinstance(v, str) for v in value)):
         raise exception.InvalidParameterValue(
-            _('instance_info/%(key)s must be a non-empty list of strings '
-              '(the program and its arguments), got %(value)r')
-            % {'key': key, 'value': value})
+            _('%(label)s must be a non-empty list of strings (the program '
+              'and its arguments), got %(value)r')
+            % {'label': label, 'value': value})
     return value
 
 
-def _env(value):
-    key = protocol.II_ENV
-    value = _json_value(key, value, 'object')
+def _env(value, label):
+    value = _json_value(protocol.II_ENV, value, 'object', label)
     if not isinstance(value, dict):
         raise exception.InvalidParameterValue(
-            _('instance_info/%(key)s must be an object of variable names '
-              'to string values, got %(value)r') % {'key': key,
-                                                     'value': value})
+            _('%(label)s must be an object of variable names to string '
+              'values, got %(value)r') % {'label': label, 'value': value})
     for name, val in value.items():
         if not name or '=' in name or '\0' in name:
             raise exception.InvalidParameterValue(
-                _('instance_info/%(key)s: %(name)r is not a valid '
-                  'environment variable name') % {'key': key, 'name': name})
+                _('%(label)s: %(name)r is not a valid environment variable '
+                  'name') % {'label': label, 'name': name})
         if not isinstance(val, (str, int, float)) or isinstance(val, bool):
             raise exception.InvalidParameterValue(
-                _('instance_info/%(key)s: the value of %(name)s must be a '
-                  'string, got %(value)r') % {'key': key, 'name': name,
-                                               'value': val})
+                _('%(label)s: the value of %(name)s must be a string, got '
+                  '%(value)r') % {'label': label, 'name': name,
+                                  'value': val})
     return {k: str(v) for k, v in value.items()}
 
 
-def _choice(info, key, choices, default, supported=None):
+def _choice(info, key, label, choices, default, supported=None):
     value = info.get(key) or default
     if value not in choices:
         raise exception.InvalidParameterValue(
-            _('instance_info/%(key)s: unknown value %(value)r; expected one '
-              'of %(choices)s') % {'key': key, 'value': value,
-                                   'choices': ', '.join(choices)})
+            _('%(label)s: unknown value %(value)r; expected one of '
+              '%(choices)s') % {'label': label, 'value': value,
+                                'choices': ', '.join(choices)})
     if supported is not None and value not in supported:
         raise exception.InvalidParameterValue(
-            _('instance_info/%(key)s: %(value)r is not supported yet; '
-              'supported: %(supported)s')
-            % {'key': key, 'value': value,
-               'supported': ', '.join(supported)})
+            _('%(label)s: %(value)r is not supported yet; supported: '
+              '%(supported)s') % {'label': label, 'value': value,
+                                  'supported': ', '.join(supported)})
     return value
 
 
-def _check_registry_allowed(registry):
+def _check_registry_allowed(registry, label):
     allowed = CONF.container.allowed_registries
     if allowed and not reference.registry_in(registry, allowed):
         # Whoever deploys chooses the host the conductor connects to.
         raise exception.InvalidParameterValue(
-            _('instance_info/%(key)s: registry %(reg)s is not in '
+            _('%(label)s: registry %(reg)s is not in '
               '[container]allowed_registries (%(allowed)s)')
-            % {'key': protocol.II_IMAGE, 'reg': registry,
+            % {'label': label, 'reg': registry,
                'allowed': ', '.join(allowed)})
 
 
 def parse(node):
-    """Parse and validate the container keys of ``node.instance_info``.
+    """Parse and validate the container keys of the deploy.
+
+    ``instance_info`` over the keys of the Glance image it names (see
+    :mod:`ironic_bmc.image_properties`); errors name where the bad value
+    comes from.
 
     :raises: MissingParameterValue if no image is named.
     :raises: InvalidParameterValue naming the key and the reason.
     """
-    info = node.instance_info or {}
+    info = image_properties.effective(node)
+
+    def label(key):
+        return image_properties.where(node, key)
+
     image = info.get(protocol.II_IMAGE)
     if not image:
+        glance = image_properties.glance_image(node)
         raise exception.MissingParameterValue(
-            _('instance_info/%s is required: the OCI reference of the '
-              'container image to run, e.g. registry.example:5000/app:1 or '
-              'registry.example:5000/app@sha256:<digest>')
-            % protocol.II_IMAGE)
+            (_('Glance image %(glance)s has no %(key)s property, and '
+               'instance_info/%(key)s is not set: ') % {
+                'glance': glance, 'key': protocol.II_IMAGE}
+             if glance else
+             _('instance_info/%s is required: ') % protocol.II_IMAGE)
+            + _('the OCI reference of the container image to run, e.g. '
+                'registry.example:5000/app:1 or '
+                'registry.example:5000/app@sha256:<digest>'))
     try:
         ref = reference.parse(image)
     except image_exc.ImagePipelineError as exc:
         raise exception.InvalidParameterValue(
-            _('instance_info/%(key)s: %(err)s')
-            % {'key': protocol.II_IMAGE, 'err': exc})
-    _check_registry_allowed(ref.registry)
+            _('%(label)s: %(err)s')
+            % {'label': label(protocol.II_IMAGE), 'err': exc})
+    _check_registry_allowed(ref.registry, label(protocol.II_IMAGE))
     result = ContainerInfo(
         image=image,
-        rootfs=_choice(info, protocol.II_ROOTFS, protocol.ROOTFS_MODES,
-                       protocol.ROOTFS_RAMFS,
+        rootfs=_choice(info, protocol.II_ROOTFS, label(protocol.II_ROOTFS),
+                       protocol.ROOTFS_MODES, protocol.ROOTFS_RAMFS,
                        supported=protocol.ROOTFS_MODES_SUPPORTED),
-        mode=_choice(info, protocol.II_MODE, protocol.WORKLOAD_MODES,
-                     protocol.MODE_SERVICE),
-        pull_secret=info.get('image_pull_secret')
+        mode=_choice(info, protocol.II_MODE, label(protocol.II_MODE),
+                     protocol.WORKLOAD_MODES, protocol.MODE_SERVICE),
+        # Operator-only: never from the image.
+        pull_secret=node.instance_info.get('image_pull_secret')
         or node.driver_info.get('image_pull_secret'),
         measure_link=strutils.bool_from_string(
-            info.get(protocol.II_MEASURE_LINK, False), strict=False),
+            node.instance_info.get(protocol.II_MEASURE_LINK, False),
+            strict=False),
     )
     if info.get(protocol.II_COMMAND) is not None:
-        result.command = _command(info[protocol.II_COMMAND])
+        result.command = _command(info[protocol.II_COMMAND],
+                                  label(protocol.II_COMMAND))
     if info.get(protocol.II_ENV) is not None:
-        result.env = _env(info[protocol.II_ENV])
+        result.env = _env(info[protocol.II_ENV], label(protocol.II_ENV))
     return result
 
 

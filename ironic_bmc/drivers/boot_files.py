@@ -43,6 +43,8 @@ from ironic.conf import CONF
 from ironic.drivers import utils as driver_utils
 from oslo_log import log
 
+from ironic_bmc import image_properties
+
 LOG = log.getLogger(__name__)
 
 LABEL_KERNEL = 'deploy_kernel'
@@ -64,13 +66,15 @@ _OLD_ARTIFACT_DIR_KEY = 'bmc_artifact_dir'
 def boot_images(task):
     """{label: (href, path under the HTTP root)} for this deploy."""
     node = task.node
-    ii = node.instance_info
+    # kernel/ramdisk may come from the Glance image (kernel_id/ramdisk_id);
+    # kernel_modules is operator-only.
+    ii = image_properties.effective(node)
     agent = driver_utils.get_agent_kernel_ramdisk(node)
     hrefs = {
         LABEL_KERNEL: ii.get('kernel') or agent.get('deploy_kernel'),
         LABEL_RAMDISK: ii.get('ramdisk') or agent.get('deploy_ramdisk'),
     }
-    modules = ii.get('kernel_modules')
+    modules = node.instance_info.get('kernel_modules')
     if not modules and not ii.get('kernel'):
         modules = (node.driver_info.get('container_kernel_modules')
                    or CONF.container.default_kernel_modules)

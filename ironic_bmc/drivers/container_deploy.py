@@ -45,6 +45,7 @@ from ironic.drivers.modules import deploy_utils
 from oslo_log import log
 
 from ironic_bmc import deploy_info
+from ironic_bmc import image_properties
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
@@ -89,6 +90,19 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
                 'defaults to [container]default_kernel_modules.'),
         }
 
+    def supports_deploy(self, task):
+        """For ``deploy_interface=autodetect``: a container deploy when
+        instance_info or the Glance image names a container image."""
+        if task.node.instance_info.get(protocol.II_IMAGE):
+            return True
+        try:
+            return bool(image_properties.fetch(task).get(protocol.II_IMAGE))
+        except exception.IronicException as exc:
+            LOG.warning('Cannot read the Glance image of node %(node)s to '
+                        'detect a container deploy: %(err)s',
+                        {'node': task.node.uuid, 'err': exc})
+            return False
+
     def validate(self, task):
         """Validate the deploy: instance_info, boot files, network, size.
 
@@ -96,6 +110,9 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
             key and the reason.
         """
         node = task.node
+        # The Glance image's keys, as the deploy would snapshot them (in
+        # memory only: validate may hold a shared lock).
+        image_properties.snapshot(task)
         container = deploy_info.parse(node)
         if node.network_interface not in SUPPORTED_NETWORKS:
             raise exception.InvalidParameterValue(
@@ -130,6 +147,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         step returns as soon as the node is powered on.
         """
         node = task.node
+        image_properties.snapshot(task)
         container = deploy_info.parse(node)
         run_close.end_previous(task)
         report = run_report.new(node, container)
@@ -394,6 +412,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         boot_files.clean_up(task)
         rootfs.release(node)
         node.del_driver_internal_info(DEPLOY_KEY)
+        image_properties.forget(node)
         agent_calls.forget(node)
         energy.stop(node)
         if node.power_state != states.POWER_OFF:

@@ -30,6 +30,7 @@ from ironic.common.i18n import _
 from ironic.conf import CONF
 
 from bmc_common import protocol
+from ironic_bmc import image_properties
 from bmc_common.tunables import profiles
 from bmc_common.tunables import schema
 
@@ -55,8 +56,9 @@ def _template_args(node):
 
 def requested(node, step_args=None):
     """The validated knobs of this deploy (see the module docstring)."""
-    knobs = _resolve(node.instance_info.get(protocol.II_TUNABLES),
-                     'instance_info/%s' % protocol.II_TUNABLES)
+    knobs = _resolve(image_properties.effective(node).get(
+        protocol.II_TUNABLES),
+        image_properties.where(node, protocol.II_TUNABLES))
     extra = step_args if step_args is not None else _template_args(node)
     if extra:
         overrides = _resolve(extra, 'deploy step %s, argument tunables'

@@ -21,6 +21,7 @@ from ironic_bmc.image import pipeline
 
 def _node(**ii):
     return types.SimpleNamespace(instance_info=ii, driver_info={},
+                                 driver_internal_info={},
                                  uuid='1be26c0b-03f2-4d2e-ae87-c02d7f33c123')
 
 

@@ -67,6 +67,7 @@ def test_pull_secret_not_in_repr():
 
 def _container_node(image):
     return types.SimpleNamespace(uuid='n-1', properties={}, driver_info={},
+                                 driver_internal_info={},
                                  instance_info={'container_image': image})
 
 

@@ -1,0 +1,113 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Container keys from the Glance image a deploy names: the tenant path.
+
+Nova's ironic driver sets ``instance_info/image_source`` to the Glance
+image's UUID and copies none of the image's properties.  A container
+image for tenants is a (tiny) Glance image whose properties name what to
+run: the keys of :data:`TENANT_KEYS`, plus ``kernel_id``/``ramdisk_id``
+(Glance images of the kernel and initramfs to boot).
+
+* ``instance_info`` wins over the image: what the operator set stays.
+* A property can only set what a tenant may choose.  URLs of boot files
+  (``kernel``, ``ramdisk``, ``kernel_modules``: a ``file://`` URL reads
+  the conductor's disk), registry credentials and the diagnostics keys
+  stay operator-only, in ``instance_info``; ``kernel_id``/``ramdisk_id``
+  must be Glance image UUIDs.
+* What the image said is snapshotted in ``driver_internal_info`` when
+  the deploy starts (:func:`snapshot`), so every later step and a
+  rebuild's report see the values the run used even if the image
+  changes; the snapshot goes at tear down (:func:`forget`).
+"""
+
+from ironic.common import exception
+from ironic.common.glance_service import service_utils
+from ironic.common.i18n import _
+from ironic.drivers.modules import deploy_utils
+from oslo_utils import uuidutils
+
+from bmc_common import protocol
+
+#: Image properties a tenant may set (named as in instance_info).
+TENANT_KEYS = (protocol.II_IMAGE, protocol.II_COMMAND, protocol.II_ENV,
+               protocol.II_MODE, protocol.II_ROOTFS, protocol.II_TUNABLES)
+#: Glance image properties naming boot files -> the instance_info key.
+BOOT_IMAGE_KEYS = {'kernel_id': 'kernel', 'ramdisk_id': 'ramdisk'}
+#: driver_internal_info key of the snapshot.
+SNAPSHOT_KEY = 'bmc_image_properties'
+
+
+def glance_image(node):
+    """The Glance image the deploy names, or None."""
+    source = (node.instance_info or {}).get('image_source')
+    if source and service_utils.is_glance_image(source):
+        return source
+    return None
+
+
+def fetch(task):
+    """The container keys the node's Glance image sets ({} without one).
+
+    :raises: InvalidParameterValue if Glance cannot show the image (not
+        found, not visible to the caller) or a property is unusable.
+    """
+    source = glance_image(task.node)
+    if not source:
+        return {}
+    props = deploy_utils.get_image_properties(task.context, source)
+    keys = {k: props[k] for k in TENANT_KEYS
+            if props.get(k) not in (None, '')}
+    for prop, key in BOOT_IMAGE_KEYS.items():
+        value = props.get(prop)
+        if value in (None, ''):
+            continue
+        if not uuidutils.is_uuid_like(value):
+            raise exception.InvalidParameterValue(
+                _('Glance image %(image)s: property %(prop)s must be the '
+                  'UUID of a Glance image, got %(value)r') % {
+                    'image': source, 'prop': prop, 'value': value})
+        keys[key] = value
+    return keys
+
+
+def snapshot(task, props=None):
+    """Keep what the image says for this deploy; returns it."""
+    props = fetch(task) if props is None else props
+    if props:
+        task.node.set_driver_internal_info(SNAPSHOT_KEY, props)
+    else:
+        task.node.del_driver_internal_info(SNAPSHOT_KEY)
+    return props
+
+
+def forget(node):
+    node.del_driver_internal_info(SNAPSHOT_KEY)
+
+
+def effective(node):
+    """The container keys in force: instance_info over the snapshot."""
+    merged = dict(node.driver_internal_info.get(SNAPSHOT_KEY) or {})
+    merged.update({k: v for k, v in (node.instance_info or {}).items()
+                   if v not in (None, '')})
+    return merged
+
+
+def where(node, key):
+    """Name where ``key`` comes from, for an error message."""
+    info = node.instance_info or {}
+    snap = node.driver_internal_info.get(SNAPSHOT_KEY) or {}
+    if info.get(key) in (None, '') and key in snap:
+        prop = {v: k for k, v in BOOT_IMAGE_KEYS.items()}.get(key, key)
+        return _('property %(prop)s of Glance image %(image)s') % {
+            'prop': prop, 'image': glance_image(node)}
+    return 'instance_info/%s' % key

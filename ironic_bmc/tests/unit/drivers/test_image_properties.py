@@ -1,0 +1,151 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Container keys from the Glance image: Nova's path into a deploy."""
+
+from unittest import mock
+
+from ironic.common import exception
+from ironic.common import states
+from ironic.conductor import task_manager
+from ironic.drivers.modules import deploy_utils
+
+from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import tuning
+from ironic_bmc import deploy_info
+from ironic_bmc import image_properties
+from ironic_bmc.tests.unit.drivers import test_container_deploy as base
+
+GLANCE_ID = 'f9a1c3e2-5b7d-4e8a-9c0f-1d2e3f4a5b6c'
+KERNEL_ID = '0b6f2e4c-3a1d-4c9e-8f7a-2b3c4d5e6f70'
+RAMDISK_ID = '1c7a3f5d-4b2e-4dae-9a8b-3c4d5e6f7081'
+
+
+@mock.patch.object(deploy_utils, 'get_image_properties', autospec=True)
+class ImagePropertiesTestCase(base.ContainerDeployTestCase):
+    """As Nova's ironic driver leaves a node: image_source only."""
+
+    def setUp(self):
+        super().setUp()
+        self.node.instance_info = {'image_source': GLANCE_ID,
+                                   'root_gb': 10}
+        self.node.save()
+
+    def _props(self, **props):
+        base_props = {'container_image': base.IMAGE,
+                      'container_mode': 'job'}
+        base_props.update(props)
+        return base_props
+
+    def test_keys_come_from_the_image(self, mock_props):
+        mock_props.return_value = self._props(
+            container_command='["/bin/app", "-v"]',
+            container_env='{"OMP_NUM_THREADS": "4"}',
+            container_tunables='thp-never', kernel_id=KERNEL_ID,
+            ramdisk_id=RAMDISK_ID, hw_architecture='x86_64')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            image_properties.snapshot(task)
+            container = deploy_info.parse(task.node)
+            self.assertEqual(base.IMAGE, container.image)
+            self.assertEqual('job', container.mode)
+            self.assertEqual(['/bin/app', '-v'], container.command)
+            self.assertEqual({'OMP_NUM_THREADS': '4'}, container.env)
+            self.assertEqual('never', tuning.requested(task.node)['thp'])
+            images = boot_files.boot_images(task)
+            self.assertEqual(KERNEL_ID, images['deploy_kernel'][0])
+            self.assertEqual(RAMDISK_ID, images['deploy_ramdisk'][0])
+        mock_props.assert_called_once_with(mock.ANY, GLANCE_ID)
+
+    def test_instance_info_wins(self, mock_props):
+        mock_props.return_value = self._props(container_mode='service')
+        self.node.instance_info = dict(self.node.instance_info,
+                                       container_mode='job')
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            image_properties.snapshot(task)
+            self.assertEqual('job', deploy_info.parse(task.node).mode)
+
+    def test_bad_property_named_as_such(self, mock_props):
+        mock_props.return_value = self._props(container_command='not json')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            image_properties.snapshot(task)
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    deploy_info.parse, task.node)
+        self.assertIn('property container_command of Glance image %s'
+                      % GLANCE_ID, str(exc))
+
+    def test_operator_only_keys_ignored(self, mock_props):
+        # A tenant may not point the conductor at its own disk or set the
+        # pull secret through the image.
+        mock_props.return_value = self._props(
+            kernel='file:///etc/shadow', kernel_modules='file:///etc/x',
+            image_pull_secret='u:p', container_measure_link='true')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            props = image_properties.snapshot(task)
+            self.assertNotIn('kernel', props)
+            container = deploy_info.parse(task.node)
+            self.assertIsNone(container.pull_secret)
+            self.assertFalse(container.measure_link)
+            images = boot_files.boot_images(task)
+        self.assertEqual('http://h/k', images['deploy_kernel'][0])
+        self.assertNotIn('file:///etc/x', str(images))
+
+    def test_kernel_id_must_be_a_glance_image(self, mock_props):
+        mock_props.return_value = self._props(kernel_id='file:///boot/vmlinuz')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    image_properties.snapshot, task)
+        self.assertIn('kernel_id must be the UUID of a Glance image',
+                      str(exc))
+
+    def test_image_without_container_image(self, mock_props):
+        mock_props.return_value = {'hw_architecture': 'x86_64'}
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertFalse(task.driver.deploy.supports_deploy(task))
+            image_properties.snapshot(task)
+            exc = self.assertRaises(exception.MissingParameterValue,
+                                    deploy_info.parse, task.node)
+        self.assertIn('Glance image %s has no container_image property'
+                      % GLANCE_ID, str(exc))
+
+    def test_supports_deploy_for_autodetect(self, mock_props):
+        mock_props.return_value = self._props()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertTrue(task.driver.deploy.supports_deploy(task))
+        mock_props.side_effect = exception.InvalidParameterValue('gone')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertFalse(task.driver.deploy.supports_deploy(task))
+
+    def test_image_not_visible_is_a_clear_error(self, mock_props):
+        mock_props.side_effect = exception.InvalidParameterValue(
+            'Image %s can not be found.' % GLANCE_ID)
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    task.driver.deploy.validate, task)
+        self.assertIn(GLANCE_ID, str(exc))
+
+    @mock.patch.object(boot_files, 'clean_up', autospec=True)
+    def test_snapshot_kept_for_the_run_and_dropped_at_clean_up(
+            self, mock_clean, mock_props):
+        mock_props.return_value = self._props()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            image_properties.snapshot(task)
+            task.node.save()
+        # The image changes while the node runs: the run keeps its keys.
+        mock_props.return_value = self._props(container_mode='service')
+        node = self.node.get_by_uuid(self.context, self.node.uuid)
+        self.assertEqual('job', deploy_info.parse(node).mode)
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.node.power_state = states.POWER_OFF
+            task.driver.deploy.clean_up(task)
+            self.assertNotIn(image_properties.SNAPSHOT_KEY,
+                             task.node.driver_internal_info)
