@@ -23,15 +23,23 @@ class TestContainerDeployValidate(base.BaseBaremetalTest):
 
     @classmethod
     def resource_setup(cls):
-        cls.driver = CONF.baremetal_container.driver
         super().resource_setup()
+        # After the base class: it sets cls.driver from [baremetal]driver.
+        cls.driver = CONF.baremetal_container.driver
         _, cls.chassis = cls.create_chassis()
 
     def setUp(self):
         super().setUp()
-        _, self.node = self.create_node(
-            self.chassis['uuid'], deploy_interface='container',
-            boot_interface='ipxe', network_interface='noop')
+        _, node = self.create_node(self.chassis['uuid'])
+        # The node client's create_node keeps only the fields it knows;
+        # the interfaces are set the way an operator sets them.
+        _, self.node = self.client.update_node(node['uuid'], patch=[
+            {'op': 'replace', 'path': '/%s_interface' % iface,
+             'value': value}
+            for iface, value in (('deploy', 'container'), ('boot', 'ipxe'),
+                                 ('network', 'noop'))])
+        self.assertEqual('container', self.node['deploy_interface'])
+        self.assertEqual('ipxe', self.node['boot_interface'])
 
     def _deploy_validation(self, **instance_info):
         if instance_info:
