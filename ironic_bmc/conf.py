@@ -108,7 +108,11 @@ opts = [
                      'or Redfish) during container runs and report the '
                      'energy used.'),
     cfg.FloatOpt('power_sample_period', default=2.0, min=0.2,
-                 help='Seconds between two BMC power readings.'),
+                 help='Seconds between two BMC power readings.  IPMI '
+                      'readings go through Ironic\'s ipmitool path, so '
+                      'they are never closer than '
+                      '[ipmi]min_command_interval to any other command '
+                      'sent to the same BMC.'),
     cfg.StrOpt('report_dir', default='$state_path/container_reports',
                help='Directory holding run reports, one JSON file per '
                     'deploy, kept after the node is undeployed.'),

@@ -18,11 +18,9 @@ node's agent stays up next to the workload, so the deploy keeps them
 node that knows them again (``call``).
 """
 
-import time
-
 from ironic.common import exception
-from ironic.common.i18n import _
 from ironic.drivers.modules import agent_client
+import tenacity
 
 #: driver_internal_info key; masked by the API like every *token* key.
 AGENT_KEY = 'bmc_agent'
@@ -43,10 +41,21 @@ def reachable(node):
                 .get('agent_url'))
 
 
-def call(task, step_name, args=None, timeout=60):
+#: The agent command a deploy step runs as (AgentClient.execute_deploy_step).
+_METHOD = 'deploy.execute_deploy_step'
+
+
+def call(task, step_name, args=None, timeout=60, poll_interval=0.5):
     """Run an in-band step of the agent and return its result.
 
-    :raises: IronicException with the agent's error or a timeout.
+    Polls the command as ``AgentClient`` does for its own long commands
+    (``get_last_command_status`` until it is no longer RUNNING), with this
+    call's own ``timeout`` instead of ``[agent]command_wait_attempts`` x
+    ``command_wait_interval`` (600 s by default), which a service step
+    holding the node's lock must not wait.
+
+    :raises: AgentCommandTimeout if the step still runs after ``timeout``
+        seconds; IronicException with the agent's error if it failed.
     """
     node = task.node.obj_clone()  # never saved
     for key, value in (node.driver_internal_info.get(AGENT_KEY)
@@ -56,16 +65,22 @@ def call(task, step_name, args=None, timeout=60):
     client = agent_client.get_client(task)
     step = {'interface': 'deploy', 'step': step_name, 'args': args or {}}
     result = client.execute_deploy_step(step, node, [])
-    deadline = time.monotonic() + timeout
-    while result.get('command_status') == 'RUNNING':
-        if time.monotonic() > deadline:
-            raise exception.IronicException(
-                _('the agent did not finish %(step)s within %(t)d seconds')
-                % {'step': step_name, 't': timeout})
-        time.sleep(0.5)
-        commands = client.get_commands_status(node)
-        result = next((c for c in reversed(commands)
-                       if c.get('id') == result.get('id')), result)
+
+    @tenacity.retry(
+        retry=tenacity.retry_if_exception_type(
+            exception.AgentCommandTimeout),
+        stop=tenacity.stop_after_delay(timeout),
+        wait=tenacity.wait_fixed(poll_interval),
+        reraise=True)
+    def _wait():
+        status = client.get_last_command_status(node, _METHOD)
+        if status is None or status.get('command_status') == 'RUNNING':
+            raise exception.AgentCommandTimeout(command=step_name,
+                                                node=node.uuid)
+        return status
+
+    if result.get('command_status') == 'RUNNING':
+        result = _wait()
     if result.get('command_status') != 'SUCCEEDED':
         raise exception.IronicException(
             agent_client.get_command_error(result))

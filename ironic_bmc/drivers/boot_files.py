@@ -36,6 +36,7 @@ from ironic.common import boot_devices
 from ironic.common import dhcp_factory
 from ironic.common import exception
 from ironic.common.i18n import _
+from ironic.common import image_publisher
 from ironic.common import image_service
 from ironic.common import pxe_utils
 from ironic.conductor import utils as manager_utils
@@ -155,24 +156,24 @@ def prepare(task, ramdisk_params, extra_kernel_args=()):
 def publish_artifact(task, artifact_path, fmt):
     """Publish a rootfs artifact for this deploy; returns its URL.
 
-    The artifact is hard-linked (copied across filesystems) into a
-    directory named by a random token, so only the node told the URL can
-    fetch it, and the cache keeps the entry while the link exists.
+    Ironic's ``LocalPublisher`` hard-links the artifact (or copies it
+    across filesystems) under ``[deploy]http_root`` and restores its
+    SELinux context, into a directory named by a random token, so only
+    the node told the URL can fetch it, and the cache keeps the entry
+    while the link exists.  The URL is under ``[deploy]http_url``: the
+    agent fetches it from the provisioning network, as it fetches the
+    boot files.
     """
     node = task.node
     token = secrets.token_urlsafe(24)
     rel = os.path.join(node.uuid, 'rootfs-' + token)
-    directory = os.path.join(CONF.deploy.http_root, rel)
-    os.makedirs(directory, mode=0o755)
-    name = 'rootfs.' + fmt
-    target = os.path.join(directory, name)
-    try:
-        os.link(artifact_path, target)
-    except OSError:
-        shutil.copyfile(artifact_path, target)
-    os.chmod(target, 0o644)
+    os.makedirs(os.path.join(CONF.deploy.http_root, node.uuid),
+                mode=0o755, exist_ok=True)
+    publisher = image_publisher.LocalPublisher(
+        image_subdir=rel, root_url=CONF.deploy.http_url)
+    url = publisher.publish(artifact_path, 'rootfs.' + fmt)
     node.set_driver_internal_info(ARTIFACT_DIR_KEY, rel)
-    return '/'.join([CONF.deploy.http_url, rel, name])
+    return url
 
 
 def unpublish_artifact(task):

@@ -53,6 +53,7 @@ from ironic_bmc.drivers import local_state
 from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.drivers import run_close
+from ironic_bmc.drivers import service_steps
 from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import tuning
 from ironic_bmc.drivers import workload_watch
@@ -64,20 +65,14 @@ LOG = log.getLogger(__name__)
 #: driver_internal_info key holding what the agent steps need.
 DEPLOY_KEY = step_hooks.DEPLOY_KEY
 
-TUNABLES_ARGSINFO = {
-    'tunables': {
-        'description': 'A tunables profile name, or an object of knobs '
-                       '(optionally naming a "profile"), laid over '
-                       'instance_info/container_tunables.',
-        'required': False,
-    },
-}
+TUNABLES_ARGSINFO = service_steps.TUNABLES_ARGSINFO
 #: Network interfaces that leave the agent reachable while the workload
 #: runs (no switch to a tenant network).
 SUPPORTED_NETWORKS = ('noop', 'flat')
 
 
-class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
+class ContainerDeploy(service_steps.ServiceStepsMixin,
+                      agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
                       base.DeployInterface):
     """Run a container image on the whole node from a RAM root."""
 
@@ -227,98 +222,10 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         self._agent_up(task)
         node = task.node
         knobs = tuning.requested(node, step_args=tunables)
-        self._noise_probe(task, 'before-tunables')
+        service_steps.noise_probe(task, 'before-tunables')
         if not knobs:
             return None
         return self._execute_in_band(task, {'tunables': knobs})
-
-    def _noise_probe(self, task, label, args=None):
-        """Run the agent's OS-noise probe now; keep it in the report."""
-        node = task.node
-        if args is None:
-            args = deploy_info.noise_probe_args(node)
-            if not args:
-                return
-        result = agent_calls.call(task, protocol.STEP_NOISE_PROBE, args,
-                                  timeout=int(args.get('duration', 5)) + 60)
-        report = run_report.get(node)
-        noise = dict(report.get('noise') or {})
-        noise[label] = result
-        run_report.update(node, report, noise=noise)
-        node.save()
-
-    @base.service_step(priority=0, requires_ramdisk=False, argsinfo={
-        'duration': {'description': 'seconds per CPU (default 5, at most '
-                                    '30)', 'required': False},
-        'cpus': {'description': 'cpulist to probe (default: the workload '
-                                'CPUs)', 'required': False},
-        'threshold_us': {'description': 'interruption threshold in '
-                                        'microseconds', 'required': False},
-    })
-    def bmc_noise_probe(self, task, duration=5, cpus=None,
-                        threshold_us=None):
-        """Measure OS noise on a running container node."""
-        if not agent_calls.reachable(task.node):
-            raise exception.NodeServicingFailure(
-                node=task.node.uuid,
-                reason=_('the agent next to the workload is not reachable'))
-        args = {'duration': duration}
-        if cpus is not None:
-            args['cpus'] = cpus
-        if threshold_us is not None:
-            args['threshold_us'] = threshold_us
-        try:
-            self._noise_probe(task, 'service-%d' % int(time.time()), args)
-        except exception.IronicException as exc:
-            raise exception.NodeServicingFailure(node=task.node.uuid,
-                                                 reason=str(exc))
-
-    @base.service_step(priority=0, argsinfo=TUNABLES_ARGSINFO,
-                       requires_ramdisk=False)
-    def bmc_set_tunables(self, task, tunables=None):
-        """Change run-time tunables of a running container node."""
-        node = task.node
-        knobs = tuning.runtime_only(
-            tunables, 'service step bmc_set_tunables, argument tunables')
-        if not agent_calls.reachable(node):
-            raise exception.NodeServicingFailure(
-                node=node.uuid,
-                reason=_('the agent next to the workload is not reachable: '
-                         'tunables can change only while the container '
-                         'runs'))
-        try:
-            result = agent_calls.call(task, tuning.STEP,
-                                      {'tunables': knobs})
-        except exception.IronicException as exc:
-            raise exception.NodeServicingFailure(node=node.uuid,
-                                               reason=str(exc))
-        report = run_report.get(node)
-        if report:
-            merged = dict(report.get('tunables') or {})
-            merged.update(result.get('tunables') or {})
-            run_report.update(node, report, tunables=merged)
-            node.save()
-
-    def get_service_steps(self, task):
-        """This interface's own service steps (not the agent's).
-
-        They run in the conductor and call the agent next to the workload
-        themselves; ``AgentBaseMixin`` would offer the agent's cached
-        service steps instead and hand every step to the agent.
-        """
-        return base.DeployInterface.get_service_steps(self, task)
-
-    def execute_service_step(self, task, step):
-        """Run one of this interface's service steps, synchronously."""
-        return base.DeployInterface.execute_service_step(self, task, step)
-
-    def prepare_service(self, task):
-        """Service a running container node in place: no reboot."""
-        return None
-
-    def tear_down_service(self, task):
-        """The workload and its agent keep running."""
-        return None
 
     @base.deploy_step(priority=80)
     def bmc_stage_rootfs(self, task):
@@ -327,7 +234,7 @@ class ContainerDeploy(agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
         node = task.node
         info = node.driver_internal_info[DEPLOY_KEY]
         if info.get('tunables') and not info.get('probed_after_tunables'):
-            self._noise_probe(task, 'after-tunables')
+            service_steps.noise_probe(task, 'after-tunables')
             # Once, also when the step runs again after waiting.
             info = node.driver_internal_info[DEPLOY_KEY]
             info['probed_after_tunables'] = True

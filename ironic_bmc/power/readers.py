@@ -19,15 +19,17 @@ human-readable reason; ``permanent`` is True when asking again cannot
 help (the BMC does not implement the reading), so a sampler stops polling.
 """
 
-import os
 import re
 import subprocess
 import threading
+import types
 
+from ironic.common import exception
+from ironic.conf import CONF
+from ironic.drivers.modules import ipmitool
+from oslo_concurrency import processutils
+from ironic.drivers.modules.redfish import utils as redfish_utils
 from oslo_log import log
-from oslo_utils import strutils
-import sushy
-from sushy import connector as sushy_connector
 from sushy import exceptions as sushy_exc
 
 LOG = log.getLogger(__name__)
@@ -50,13 +52,17 @@ class PowerReadingUnavailable(Exception):
 
 # --- IPMI DCMI ---------------------------------------------------------------
 #
-# Readings go through ipmitool, the tool Ironic's own ipmi hardware type
-# drives: one short-lived RMCP+ session per reading, nothing cached
-# between readings.  pyghmi's client (Command.get_system_power_watts)
-# was tried first; against pyghmi-based BMCs (virtualbmc, the lab's
-# dcmi_bmc) its cached session gets stuck "logging in again" (pyghmi
-# 1.6.19: Session.logoutexpiry None) once the BMC has also served other
-# clients, and every later reading fails.
+# Readings go through Ironic's own ipmitool command path, with the
+# driver_info Ironic's ipmitool driver parses from the node: protocol
+# version, privilege level, bridging, Kg key, cipher suite (and its
+# fallback through [ipmi]cipher_suite_versions), the password file or
+# environment, retries, and [ipmi]min_command_interval, which Ironic keeps
+# per BMC address for every ipmitool call of this conductor, so sampling
+# never talks to a BMC more often than the power interface may.  One
+# short-lived RMCP+ session per reading: pyghmi's cached session
+# (Command.get_system_power_watts) was tried first and gets stuck
+# "logging in again" against pyghmi-based BMCs (virtualbmc, the lab's
+# dcmi_bmc) once they have served other clients.
 
 _READING = re.compile(r'Instantaneous power reading:\s*(\d+)\s*Watts')
 #: ipmitool's words for "this BMC does not implement the command".
@@ -64,59 +70,77 @@ _NOT_IMPLEMENTED = ('Invalid command', 'Invalid Command',
                     'not supported', 'Not supported', '(c1)', '(0xc1)')
 
 
+def _last_line(text, default):
+    lines = [ln.strip() for ln in (text or '').splitlines() if ln.strip()]
+    return lines[-1] if lines else default
+
+
 class IPMIDCMIReader:
-    """Watts from DCMI Get Power Reading, through ipmitool."""
+    """Watts from DCMI Get Power Reading, through Ironic's ipmitool.
+
+    :param driver_info: what ``ipmitool._parse_driver_info`` returns for
+        the node (see :meth:`for_node`).
+    """
 
     method = METHOD_IPMI_DCMI
 
-    def __init__(self, address, port=623, username='', password='',
-                 cipher_suite=3, timeout=10):
-        self.address = address
-        self.port = int(port)
-        self.username = username or ''
-        self.password = password or ''
-        self.cipher_suite = int(cipher_suite)
-        if self.cipher_suite not in (3, 17):
-            raise ValueError('IPMI cipher suite %s is not supported for '
-                             'power readings (use 3 or 17)' % cipher_suite)
-        self.timeout = timeout
+    def __init__(self, driver_info):
+        self._info = driver_info
+
+    @classmethod
+    def for_node(cls, node):
+        """A reader for ``node``, its driver_info parsed (and checked) as
+        Ironic's ipmitool driver does.
+
+        :raises: PowerReadingUnavailable (permanent) naming what is wrong.
+        """
+        try:
+            return cls(ipmitool._parse_driver_info(node))
+        except exception.IronicException as exc:
+            raise PowerReadingUnavailable(
+                'node %s: %s' % (node.uuid, exc), permanent=True)
 
     @property
     def target(self):
-        return '%s:%d' % (self.address, self.port)
+        return '%s:%s' % (self._info['address'],
+                          self._info.get('dest_port') or 623)
 
     def __repr__(self):
         return '<IPMIDCMIReader %s>' % self.target
 
     def read(self):
-        argv = ['ipmitool', '-I', 'lanplus', '-H', self.address,
-                '-p', str(self.port), '-U', self.username, '-E',
-                '-C', str(self.cipher_suite), '-R', '1', '-N', '2',
-                'dcmi', 'power', 'reading']
-        env = dict(os.environ, IPMI_PASSWORD=self.password)
         try:
-            res = subprocess.run(argv, capture_output=True, text=True,
-                                 env=env, timeout=self.timeout)
-        except FileNotFoundError:
+            out, _err = ipmitool._exec_ipmitool(
+                self._info, 'dcmi power reading', kill_on_timeout=True)
+        except processutils.ProcessExecutionError as exc:
+            output = '%s\n%s' % (exc.stdout or '', exc.stderr or '')
+            if any(word in output for word in _NOT_IMPLEMENTED):
+                raise PowerReadingUnavailable(
+                    'BMC at %s does not implement DCMI Get Power Reading '
+                    '(%s)' % (self.target, _last_line(output, 'no output')),
+                    permanent=True)
             raise PowerReadingUnavailable(
-                'ipmitool is not installed on the conductor', permanent=True)
+                'DCMI power reading from the BMC at %s failed: %s'
+                % (self.target, _last_line(
+                    output, 'ipmitool exited with %s' % exc.exit_code)))
         except subprocess.TimeoutExpired:
             raise PowerReadingUnavailable(
                 'the BMC at %s did not answer a DCMI power reading within '
-                '%ss' % (self.target, self.timeout))
-        output = (res.stdout + res.stderr).strip()
-        match = _READING.search(res.stdout)
-        if res.returncode == 0 and match:
-            return float(match.group(1))
-        if any(word in output for word in _NOT_IMPLEMENTED):
+                '%ss' % (self.target, CONF.ipmi.command_retry_timeout))
+        except FileNotFoundError:
             raise PowerReadingUnavailable(
-                'BMC at %s does not implement DCMI Get Power Reading (%s)'
-                % (self.target, output.splitlines()[-1] if output
-                   else 'no output'), permanent=True)
-        raise PowerReadingUnavailable(
-            'DCMI power reading from the BMC at %s failed: %s'
-            % (self.target, output.splitlines()[-1] if output
-               else 'ipmitool exited with %d' % res.returncode))
+                'ipmitool is not installed on the conductor', permanent=True)
+        except (OSError, exception.PasswordFileFailedToCreate) as exc:
+            raise PowerReadingUnavailable(
+                'cannot run ipmitool for the BMC at %s: %s'
+                % (self.target, exc))
+        match = _READING.search(out or '')
+        if not match:
+            raise PowerReadingUnavailable(
+                'the BMC at %s answered a DCMI power reading without '
+                'a reading (%s)' % (self.target,
+                                    _last_line(out, 'no output')))
+        return float(match.group(1))
 
     def close(self):
         pass
@@ -136,7 +160,13 @@ def _number(value):
 
 
 class RedfishPowerReader:
-    """Watts from a Redfish service, for the chassis of one system.
+    """Watts from a node's Redfish service, for the chassis of its system.
+
+    The node's driver_info is parsed, and the service reached, through
+    Ironic's Redfish driver (``redfish_utils``): address, system id, TLS
+    settings, ``redfish_auth_type`` and the session that Ironic's power
+    interface already holds for that BMC (its session cache), with its
+    connection retries.
 
     On the first read the chassis that the system links to are searched,
     in this order, for a whole-node power reading:
@@ -149,24 +179,31 @@ class RedfishPowerReader:
        sum of ``InputPowerWatts.Reading``.
 
     The source found is kept, so a read costs one GET for 1 and 2.  sushy
-    (5.x) models none of these fields, so the JSON is read raw through
-    sushy's connector (which handles sessions/basic auth and retries).
+    (5.x) models none of these fields, so the JSON is read raw through the
+    system's connector.
     """
 
     method = METHOD_REDFISH
 
-    def __init__(self, address, system_id=None, username=None,
-                 password=None, verify_ca=True, root_prefix='/redfish/v1/'):
-        if '://' not in address:
-            address = 'https://' + address
-        self.address = address.rstrip('/')
-        self.system_id = system_id
-        self.username = username
-        self.password = password
-        self.verify_ca = verify_ca
-        self.root_prefix = root_prefix
+    def __init__(self, node):
+        """:raises: PowerReadingUnavailable (permanent) naming a bad or
+        missing driver_info field."""
+        try:
+            info = redfish_utils.parse_driver_info(node)
+        except exception.IronicException as exc:
+            raise PowerReadingUnavailable(
+                'node %s: %s' % (node.uuid, exc), permanent=True)
+        # What Ironic's Redfish helpers read of a node, kept as it was
+        # when sampling started (the sampler reads from its own thread).
+        self._node = types.SimpleNamespace(
+            uuid=node.uuid, driver=node.driver,
+            driver_info=dict(node.driver_info),
+            driver_internal_info=dict(
+                getattr(node, 'driver_internal_info', None) or {}))
+        self.address = info['address']
+        self.system_id = info.get('system_id')
         self._conn = None
-        self._root = None
+        self._system = None
         self._source = None
         self._lock = threading.Lock()
 
@@ -180,25 +217,19 @@ class RedfishPowerReader:
         return '<RedfishPowerReader %s>' % self.target
 
     def _connect(self):
-        self._conn = sushy_connector.Connector(self.address,
-                                               verify=self.verify_ca)
-        self._root = sushy.Sushy(self.address, username=self.username,
-                                 password=self.password,
-                                 root_prefix=self.root_prefix,
-                                 verify=self.verify_ca,
-                                 connector=self._conn)
+        self._system = redfish_utils.get_system(self._node)
+        self._conn = self._system._conn
 
     def _get(self, path):
         return self._conn.get(path=path).json()
 
     def _chassis_paths(self):
-        system = self._root.get_system(self.system_id)
-        links = (system.json or {}).get('Links', {}).get('Chassis') or []
+        links = (self._system.json or {}).get('Links', {}).get(
+            'Chassis') or []
         paths = [c['@odata.id'] for c in links
                  if isinstance(c, dict) and c.get('@odata.id')]
         if not paths:
-            paths = list(self._root.get_chassis_collection()
-                         .members_identities)
+            paths = [c.path for c in self._system.chassis]
         return paths
 
     def _discover(self):
@@ -262,7 +293,7 @@ class RedfishPowerReader:
     def read(self):
         with self._lock:
             try:
-                if self._root is None:
+                if self._conn is None:
                     self._connect()
                 if self._source is None:
                     self._source = self._discover()
@@ -270,15 +301,16 @@ class RedfishPowerReader:
                 watts = extract(path)
             except PowerReadingUnavailable:
                 raise
-            except sushy_exc.ConnectionError as exc:
-                self._root = None
+            except (exception.RedfishConnectionError,
+                    sushy_exc.ConnectionError) as exc:
+                self._conn = None
                 raise PowerReadingUnavailable(
                     'cannot reach the Redfish service at %s: %s'
                     % (self.target, exc))
-            except sushy_exc.AccessError as exc:
-                self._root = None
+            except (exception.RedfishError, sushy_exc.AccessError) as exc:
+                self._conn = None
                 raise PowerReadingUnavailable(
-                    'the Redfish service at %s refused access: %s'
+                    'the Redfish service at %s refused the reading: %s'
                     % (self.target, exc))
             except (sushy_exc.SushyError, ValueError, KeyError) as exc:
                 self._source = None
@@ -293,23 +325,11 @@ class RedfishPowerReader:
 
     def close(self):
         with self._lock:
-            self._root = None
             self._conn = None
+            self._system = None
 
 
 # --- choosing a reader for a node --------------------------------------------
-
-def _verify_ca(value):
-    if value is None:
-        return True
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip()
-    if text.lower() in ('true', 'false', 'yes', 'no', 'on', 'off', '1',
-                        '0'):
-        return strutils.bool_from_string(text)
-    return text  # a CA bundle path
-
 
 def reader_for_node(node):
     """A power reader for an Ironic node, chosen by its driver_info.
@@ -324,22 +344,9 @@ def reader_for_node(node):
     has_ipmi = bool(info.get('ipmi_address'))
     has_redfish = bool(info.get('redfish_address'))
     if has_redfish and ('redfish' in driver or not has_ipmi):
-        return RedfishPowerReader(
-            info['redfish_address'], system_id=info.get('redfish_system_id'),
-            username=info.get('redfish_username'),
-            password=info.get('redfish_password'),
-            verify_ca=_verify_ca(info.get('redfish_verify_ca')))
+        return RedfishPowerReader(node)
     if has_ipmi:
-        try:
-            return IPMIDCMIReader(
-                info['ipmi_address'], port=info.get('ipmi_port') or 623,
-                username=info.get('ipmi_username'),
-                password=info.get('ipmi_password'),
-                cipher_suite=info.get('ipmi_cipher_suite') or 3)
-        except ValueError as exc:
-            raise PowerReadingUnavailable(
-                'node %s: %s' % (getattr(node, 'uuid', '?'), exc),
-                permanent=True)
+        return IPMIDCMIReader.for_node(node)
     raise PowerReadingUnavailable(
         'node %s (driver %s) has neither ipmi_address nor redfish_address '
         'in its driver_info: BMC power readings need IPMI DCMI or Redfish'

@@ -81,3 +81,55 @@ class DHCPTestCase(base.ContainerDeployTestCase):
                 add.assert_called_once_with(task)
                 unconf.assert_called_once_with(task)
             mock_power.assert_called_once_with(task, states.POWER_OFF)
+
+
+class PublishTestCase(base.ContainerDeployTestCase):
+    """The rootfs artifact goes out through Ironic's LocalPublisher."""
+
+    def _published_path(self, url):
+        from ironic.conf import CONF
+        self.assertTrue(url.startswith(CONF.deploy.http_url + '/'))
+        return os.path.join(CONF.deploy.http_root,
+                            url[len(CONF.deploy.http_url) + 1:])
+
+    def test_publish_links_and_restores_context(self):
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            url = boot_files.publish_artifact(task, self.artifact.path,
+                                              'erofs')
+            path = self._published_path(url)
+            rel = task.node.driver_internal_info[
+                boot_files.ARTIFACT_DIR_KEY]
+        self.assertEqual(os.path.join(self.node.uuid,
+                                      os.path.basename(
+                                          os.path.dirname(path))), rel)
+        self.assertTrue(os.path.basename(os.path.dirname(path))
+                        .startswith('rootfs-'))
+        self.assertTrue(os.path.samefile(self.artifact.path, path))
+        self.assertEqual(0o644, os.stat(path).st_mode & 0o777)
+        # SELinux hosts: the web server may read what was linked in.
+        self.restorecon.assert_called_once_with(
+            '/usr/sbin/restorecon', '-i', '-R', 'v', os.path.dirname(path))
+
+    def test_publish_copies_across_filesystems(self):
+        with mock.patch.object(os, 'link', autospec=True,
+                               side_effect=OSError(18, 'cross-device')):
+            with task_manager.acquire(self.context,
+                                      self.node.uuid) as task:
+                url = boot_files.publish_artifact(task, self.artifact.path,
+                                                  'erofs')
+        path = self._published_path(url)
+        self.assertFalse(os.path.samefile(self.artifact.path, path))
+        with open(path, 'rb') as a, open(self.artifact.path, 'rb') as b:
+            self.assertEqual(b.read(), a.read())
+        self.assertEqual(0o644, os.stat(path).st_mode & 0o777)
+
+    def test_each_publication_has_its_own_url(self):
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            first = boot_files.publish_artifact(task, self.artifact.path,
+                                                'erofs')
+            boot_files.unpublish_artifact(task)
+            second = boot_files.publish_artifact(task, self.artifact.path,
+                                                 'erofs')
+        self.assertNotEqual(first, second)
+        self.assertFalse(os.path.exists(self._published_path(first)))
+        self.assertTrue(os.path.exists(self._published_path(second)))

@@ -61,6 +61,12 @@ class ContainerDeployTestCase(db_base.DbTestCase):
                     group='service_catalog')
         self.config_temp_dir('report_dir', group='container')
         self.config_temp_dir('image_cache_dir', group='container')
+        # Ironic's LocalPublisher runs restorecon after linking an artifact
+        # into the HTTP root; this host has no SELinux (its tests forbid
+        # running commands).
+        self.restorecon = self.useFixture(__import__('fixtures').MockPatch(
+            'ironic.common.image_publisher.utils.execute',
+            side_effect=FileNotFoundError('/usr/sbin/restorecon'))).mock
         self.node = obj_utils.create_test_node(
             self.context, driver='fake-hardware',
             deploy_interface='container', boot_interface='ipxe',

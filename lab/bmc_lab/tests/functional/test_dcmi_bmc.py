@@ -15,7 +15,9 @@ import socket
 import subprocess
 import sys
 import time
+import types
 
+from ironic.conf import CONF
 import pytest
 
 from ironic_bmc.power import readers
@@ -35,6 +37,26 @@ from virtualbmc import vbmc
 vbmc.VirtualBMC('admin', 'password', int(sys.argv[1]), '127.0.0.1',
                 'test', 'test:///default').listen(timeout=1)
 """
+
+
+@pytest.fixture(autouse=True)
+def ipmi_spacing():
+    # Ironic's defaults (5 s between commands to one BMC, retries for 60 s)
+    # would only slow the readings and the refusal down here.
+    CONF.set_override('min_command_interval', 1, group='ipmi')
+    CONF.set_override('command_retry_timeout', 3, group='ipmi')
+    yield
+    CONF.clear_override('min_command_interval', group='ipmi')
+    CONF.clear_override('command_retry_timeout', group='ipmi')
+
+
+def _reader(port):
+    """The reader the conductor makes for a node on this BMC."""
+    return readers.reader_for_node(types.SimpleNamespace(
+        uuid='3f6d8f4e-5d6c-4f7e-9a1b-2c3d4e5f6a7b', driver='ipmi',
+        driver_info={'ipmi_address': '127.0.0.1', 'ipmi_port': port,
+                     'ipmi_username': 'admin', 'ipmi_password': 'password'},
+        driver_internal_info={}))
 
 
 def _free_udp_port():
@@ -130,7 +152,7 @@ def test_ipmitool_dcmi_power_reading(dcmi_bmc):
 
 def test_reader_and_power_control(dcmi_bmc):
     port, proc, log_path = dcmi_bmc
-    reader = readers.IPMIDCMIReader('127.0.0.1', port, 'admin', 'password')
+    reader = _reader(port)
     try:
         assert reader.read() == pytest.approx(EXPECTED_WATTS, abs=SLACK)
         assert ipmitool(port, 'chassis', 'power', 'status').stdout.strip() \
@@ -166,7 +188,7 @@ def test_reader_and_power_control(dcmi_bmc):
 
 def test_plain_virtualbmc_has_no_dcmi(plain_vbmc):
     port = plain_vbmc
-    reader = readers.IPMIDCMIReader('127.0.0.1', port, 'admin', 'password')
+    reader = _reader(port)
     try:
         with pytest.raises(readers.PowerReadingUnavailable) as ctx:
             reader.read()
