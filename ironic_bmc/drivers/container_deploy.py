@@ -240,7 +240,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             info['probed_after_tunables'] = True
             node.set_driver_internal_info(DEPLOY_KEY, info)
             node.save()
-        if rootfs_build.orphaned(node) and not rootfs_build.restart(task):
+        if (rootfs_build.orphaned(node) and rootfs_build.builder_gone(task)
+                and not rootfs_build.restart(task)):
             return None     # the deploy failed
         if rootfs_build.state(node) == rootfs_build.BUILDING:
             return rootfs_build.wait(task)
@@ -294,12 +295,16 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         predicate=lambda n: rootfs_build.orphaned(n),
     )
     def _restart_lost_builds(self, task, manager, context):
-        """A conductor restart loses its build workers: start the builds
-        of its waiting deploys again, or they would wait until Ironic's
-        deploy callback timeout."""
+        """A conductor restart or death loses its build workers: start
+        the builds of its waiting deploys again (here: the node is mapped
+        to this conductor), or they would wait until Ironic's deploy
+        callback timeout."""
+        if not rootfs_build.builder_gone(task):
+            return
         task.upgrade_lock()
         if (task.node.provision_state == states.DEPLOYWAIT
-                and rootfs_build.orphaned(task.node)):
+                and rootfs_build.orphaned(task.node)
+                and rootfs_build.builder_gone(task)):
             rootfs_build.restart(task)
 
     # --- tear down (see run_close) -----------------------------------------

@@ -44,6 +44,8 @@ from ironic.common.i18n import _
 from ironic.common import states
 from ironic.conductor import task_manager
 from ironic.conductor import utils as manager_utils
+from ironic.db import api as db_api
+from ironic import objects
 from oslo_log import log
 
 from bmc_common import protocol
@@ -98,7 +100,8 @@ def start(task, container, resolved, started_at):
     info = node.driver_internal_info[DEPLOY_KEY]
     # A restarted build keeps the flag of a step waiting for it.
     waiting = (info.get(BUILD_KEY) or {}).get('waiting', False)
-    info[BUILD_KEY] = {'state': BUILDING, 'waiting': waiting}
+    info[BUILD_KEY] = {'state': BUILDING, 'waiting': waiting,
+                       'conductor': CONF.host}
     node.set_driver_internal_info(DEPLOY_KEY, info)
     node.save()
     # The build reads the node's properties only: a copy, never saved.
@@ -130,10 +133,33 @@ def start(task, container, resolved, started_at):
 
 def orphaned(node):
     """A build recorded as running that no worker of this conductor runs:
-    the conductor that started it restarted, or the node moved here."""
+    the conductor that started it restarted, or the node moved here (see
+    :func:`builder_gone` for the latter)."""
     info = node.driver_internal_info.get(DEPLOY_KEY) or {}
     return (state(node) == BUILDING
             and (node.uuid, info.get('deploy_id')) not in _in_progress)
+
+
+def builder_gone(task):
+    """Whether the conductor running an orphaned build is gone.
+
+    It is when it is this conductor (restarted: its workers are gone), or
+    another one that is no longer registered or has not heartbeated
+    within ``[conductor]heartbeat_timeout`` (Ironic's own test for a dead
+    conductor).  A build on a live conductor is left to it, also when the
+    node's hash ring moved the node here meanwhile (a conductor joined):
+    it records its outcome and resumes the deploy through the API's RPC.
+    """
+    info = task.node.driver_internal_info.get(DEPLOY_KEY) or {}
+    builder = (info.get(BUILD_KEY) or {}).get('conductor')
+    if builder in (None, CONF.host):
+        return True
+    try:
+        objects.Conductor.get_by_hostname(task.context, builder,
+                                          online=True)
+    except exception.ConductorNotFound:
+        return True
+    return builder in db_api.get_instance().get_offline_conductors()
 
 
 def restart(task):

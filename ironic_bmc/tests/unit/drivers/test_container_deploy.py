@@ -22,6 +22,7 @@ from oslo_utils import strutils
 from ironic.common import exception
 from ironic.common import states
 from ironic.conductor import task_manager
+from ironic.conf import CONF
 from ironic import objects
 from ironic.drivers.modules import agent_base
 from ironic.tests.unit.db import base as db_base
@@ -64,7 +65,7 @@ class ContainerDeployTestCase(db_base.DbTestCase):
         # Ironic's LocalPublisher runs restorecon after linking an artifact
         # into the HTTP root; this host has no SELinux (its tests forbid
         # running commands).
-        self.restorecon = self.useFixture(__import__('fixtures').MockPatch(
+        self.restorecon = self.useFixture(fixtures.MockPatch(
             'ironic.common.image_publisher.utils.execute',
             side_effect=FileNotFoundError('/usr/sbin/restorecon'))).mock
         self.node = obj_utils.create_test_node(
@@ -320,6 +321,49 @@ class DeployStepTestCase(ContainerDeployTestCase):
         self.assertEqual('ready', rootfs_build.state(node))
         self.assertFalse(rootfs_build.orphaned(node))
         self.assertEqual(1, run_report.get(node)['build_restarts'])
+
+    def _build_on(self, mock_resolve, host, online=True):
+        """A deploy whose build runs on conductor ``host``."""
+        self._deploy(mock_resolve)
+        self.node.refresh()
+        self.node.provision_state = states.DEPLOYWAIT
+        info = self.node.driver_internal_info['bmc_deploy']
+        info[rootfs_build.BUILD_KEY]['conductor'] = host
+        self.node.set_driver_internal_info('bmc_deploy', info)
+        self.node.save()
+        self.executor.submitted.clear()
+        rootfs_build._in_progress.clear()
+        objects.Conductor.register(self.context, host, ['fake-hardware'],
+                                   '')
+        if not online:
+            # What Ironic makes of a conductor whose heartbeat is older
+            # than [conductor]heartbeat_timeout (on sqlite: not online).
+            self.dbapi.touch_conductor(host, online=False)
+        restart = inspect.unwrap(
+            container_deploy.ContainerDeploy._restart_lost_builds)
+        with task_manager.acquire(self.context, self.node.uuid,
+                                  shared=True) as task:
+            self.assertTrue(rootfs_build.orphaned(task.node))
+            restart(task.driver.deploy, task, None, None)
+
+    def test_build_on_a_live_conductor_is_left_to_it(
+            self, mock_resolve, mock_prepare, mock_boot, mock_power):
+        # The hash ring moved the node here (a conductor joined) while
+        # the conductor that started the build still runs it.
+        self._build_on(mock_resolve, 'other-conductor')
+        self.assertEqual([], self.executor.submitted)
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        self.assertNotIn('build_restarts', run_report.get(node))
+
+    def test_build_on_a_dead_conductor_is_started_here(
+            self, mock_resolve, mock_prepare, mock_boot, mock_power):
+        mock_prepare.return_value = self.artifact
+        self._build_on(mock_resolve, 'dead-conductor', online=False)
+        self.assertEqual(1, len(self.executor.submitted))
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        self.assertEqual(1, run_report.get(node)['build_restarts'])
+        self.assertEqual(CONF.host, node.driver_internal_info['bmc_deploy'][
+            rootfs_build.BUILD_KEY]['conductor'])
 
     # ``baremetal node rebuild`` runs prepare and the deploy steps on a
     # node that still holds the previous run.
