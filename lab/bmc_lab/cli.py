@@ -12,7 +12,7 @@
 
 """``bmc-lab``: the virtual bare-metal lab.
 
-    bmc-lab up [--profile embedded|scaled] [--nodes N]
+    bmc-lab up [--profile embedded|scaled] [--nodes N] [--conductors N]
     bmc-lab status
     bmc-lab down [--purge]
     bmc-lab smoke            # Ironic ramdisk deploy of a tiny initrd
@@ -58,6 +58,9 @@ def _parser():
                             'MariaDB and RabbitMQ (default: %(default)s)')
         s.add_argument('--nodes', type=int, default=1,
                        help='number of QEMU nodes (default: %(default)s)')
+        s.add_argument('--conductors', type=int, default=1,
+                       help='ironic-conductor processes (scaled profile; '
+                            'default: %(default)s)')
         s.add_argument('--node-memory-mb', type=int, default=2048)
         if name == 'demo':
             s.add_argument('--tunables', metavar='PROFILE_OR_JSON',
@@ -82,9 +85,13 @@ def _settings_from_args(args):
     ports = lab_settings.Ports(
         ironic_api=args.ironic_api, http=args.http, registry=args.registry,
         ipmi_base=args.ipmi_base, agent_base=args.agent_base)
-    return lab_settings.Settings(
-        state_dir=args.state_dir, profile=args.profile, nodes=args.nodes,
-        node_memory_mb=args.node_memory_mb, ports=ports)
+    try:
+        return lab_settings.Settings(
+            state_dir=args.state_dir, profile=args.profile,
+            nodes=args.nodes, conductors=args.conductors,
+            node_memory_mb=args.node_memory_mb, ports=ports)
+    except ValueError as exc:
+        raise procs.LabError(str(exc))
 
 
 def _loaded(args):

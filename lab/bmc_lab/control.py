@@ -111,8 +111,12 @@ def down(settings, out=print, purge=False):
 def describe(settings):
     p = settings.ports
     lines = [
-        'Lab is up: profile %s, state in %s' % (settings.profile,
-                                                 settings.state_dir),
+        'Lab is up: profile %s%s, state in %s' % (
+            settings.profile,
+            ' (%d conductors: %s)' % (settings.conductors, ', '.join(
+                settings.conductor_host(i)
+                for i in range(settings.conductors)))
+            if settings.conductors > 1 else '', settings.state_dir),
         '  Ironic API      %s   (export OS_AUTH_TYPE=none '
         'OS_ENDPOINT=%s)' % (settings.api_url, settings.api_url),
         '  HTTP root       http://127.0.0.1:%d -> %s' % (
@@ -132,7 +136,10 @@ def status(settings):
     loaded = lab_settings.Settings.load(settings.state_dir)
     if loaded is None:
         return 'No lab in %s.' % settings.state_dir
-    running = [n for n in services.ORDER if procs.running(loaded, n)]
+    names = list(services.ORDER) + [
+        n for n in services.ironic_processes(loaded)
+        if n not in services.ORDER]
+    running = [n for n in names if procs.running(loaded, n)]
     head = describe(loaded) if is_up(loaded) else (
         'Lab in %s is down.' % loaded.state_dir)
     return '%s\n  running processes: %s' % (head,

@@ -137,6 +137,34 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
         conf['oslo_messaging_rabbit'] = {
             'rabbit_ha_queues': 'false',
         }
+        # A conductor that stops heartbeating leaves the hash ring within
+        # about half a minute and another takes its ACTIVE nodes over at
+        # its next local-state sync (Ironic's defaults: 60 s, 15 s, 180 s).
+        conf['conductor'].update({
+            'heartbeat_timeout': '20',
+            'sync_local_state_interval': '15',
+        })
+        conf['DEFAULT']['hash_ring_reset_interval'] = '10'
+        conf['container']['local_state_sweep_interval'] = '15'
+    return _write(conf, '# Written by bmc-lab for profile %r; do not edit, '
+                  'it is rewritten by "bmc-lab up".\n' % settings.profile)
+
+
+def render_conductor(settings, index):
+    """The overlay (a second --config-file) of conductor ``index`` >= 1:
+    its own host name, artifact cache and report directory."""
+    return _write({
+        'DEFAULT': {'host': settings.conductor_host(index)},
+        'container': {
+            'image_cache_dir': settings.conductor_dir(index,
+                                                      'container_cache'),
+            'report_dir': settings.conductor_dir(index, 'reports'),
+        },
+    }, '# Written by bmc-lab: conductor %d of profile %r, read after '
+       'ironic.conf.\n' % (index + 1, settings.profile))
+
+
+def _write(conf, header):
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str
     for section, values in conf.items():
@@ -145,7 +173,6 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
         for key, value in values.items():
             parser.set(section, key, value)
     buf = io.StringIO()
-    buf.write('# Written by bmc-lab for profile %r; do not edit, it is '
-              'rewritten by "bmc-lab up".\n' % settings.profile)
+    buf.write(header)
     parser.write(buf)
     return buf.getvalue()

@@ -302,6 +302,29 @@ def drop_database(settings):
                         % settings.database_name)
 
 
+def _ironic_argv(settings, name):
+    """The command line of lab process ``name`` (``ironic``,
+    ``ironic-api`` or a conductor)."""
+    binary = ('ironic-conductor' if name.startswith('ironic-conductor')
+              else name)
+    argv = [venv_bin(binary),
+            '--config-file', settings.path('etc', 'ironic.conf')]
+    if name.startswith('ironic-conductor-'):
+        argv += ['--config-file', settings.path('etc', name + '.conf')]
+    return argv
+
+
+def _start_ironic_process(settings, name):
+    proc = procs.spawn(settings, name, _ironic_argv(settings, name),
+                       env=ironic_env(settings))
+    # The API answers once it is up.
+    if name in ('ironic', 'ironic-api'):
+        procs.wait_for_port(settings.ports.ironic_api, name,
+                            settings.log(name + '.log'), proc=proc,
+                            timeout=120)
+    return proc
+
+
 def start_ironic(settings, hardware_types=None, deploy_interfaces=None):
     names = ironic_processes(settings)
     if all(procs.running(settings, n) for n in names):
@@ -312,43 +335,41 @@ def start_ironic(settings, hardware_types=None, deploy_interfaces=None):
     conf = settings.path('etc', 'ironic.conf')
     _write(conf, ironic_conf.render(settings, hardware_types,
                                     deploy_interfaces))
+    for index in range(1, settings.conductors):
+        _write(settings.path('etc', settings.conductor_process(index)
+                             + '.conf'),
+               ironic_conf.render_conductor(settings, index))
     _prepare_database(settings, conf)
-    started = []
-    for name in names:
-        if not procs.running(settings, name):
-            started.append(procs.spawn(
-                settings, name, [venv_bin(name), '--config-file', conf],
-                env=ironic_env(settings)))
-    # The API answers once it is up; with the split profile the conductor
-    # must also have registered before nodes can be enrolled.
-    for proc in started:
-        if proc.args[0].endswith(('ironic', 'ironic-api')):
-            procs.wait_for_port(settings.ports.ironic_api,
-                                os.path.basename(proc.args[0]),
-                                settings.log(os.path.basename(proc.args[0])
-                                             + '.log'),
-                                proc=proc, timeout=120)
-    return started
+    return [_start_ironic_process(settings, name) for name in names
+            if not procs.running(settings, name)]
 
 
-def restart_ironic(settings, crash=False):
+def restart_ironic(settings, crash=False, names=None):
     """Stop the lab's Ironic processes (SIGKILL with ``crash``) and start
-    them again on the same database and configuration."""
-    names = ironic_processes(settings)
+    them again on the same database and configuration.
+
+    ``names``: only these processes (e.g. one conductor of several).
+    """
+    names = names or ironic_processes(settings)
+    stop_ironic(settings, crash=crash, names=names)
     for name in names:
+        _start_ironic_process(settings, name)
+
+
+def stop_ironic(settings, crash=False, names=None):
+    """Stop (SIGKILL with ``crash``) some or all Ironic processes."""
+    for name in names or ironic_processes(settings):
         if crash:
             procs.crash(settings, name)
         else:
             procs.stop(settings, name)
-    conf = settings.path('etc', 'ironic.conf')
+
+
+def start_ironic_processes(settings, names):
+    """Start stopped Ironic processes again, configuration unchanged."""
     for name in names:
-        proc = procs.spawn(settings, name,
-                           [venv_bin(name), '--config-file', conf],
-                           env=ironic_env(settings))
-        if name in ('ironic', 'ironic-api'):
-            procs.wait_for_port(settings.ports.ironic_api, name,
-                                settings.log(name + '.log'), proc=proc,
-                                timeout=120)
+        if not procs.running(settings, name):
+            _start_ironic_process(settings, name)
 
 
 def ironic_env(settings):
@@ -371,7 +392,8 @@ def ironic_env(settings):
 
 def ironic_processes(settings):
     if settings.profile == lab_settings.PROFILE_SCALED:
-        return ('ironic-api', 'ironic-conductor')
+        return ('ironic-api',) + tuple(settings.conductor_process(i)
+                                       for i in range(settings.conductors))
     return ('ironic',)
 
 
@@ -379,10 +401,14 @@ def stop_all(settings):
     """Stop every lab process; returns the names that were running."""
     stopped = []
     run_dir = settings.path('run')
-    bmcs = sorted(n[:-len('.pid')] for n in (
+    pids = [n[:-len('.pid')] for n in (
         os.listdir(run_dir) if os.path.isdir(run_dir) else ())
-        if n.startswith('bmc-') and n.endswith('.pid'))
-    for name in bmcs + list(reversed(ORDER)):
+        if n.endswith('.pid')]
+    bmcs = sorted(n for n in pids if n.startswith('bmc-'))
+    # Conductors beyond the first (scaled profile).
+    conductors = sorted(n for n in pids
+                        if n.startswith('ironic-conductor-'))
+    for name in bmcs + conductors + list(reversed(ORDER)):
         if procs.stop(settings, name):
             stopped.append(name)
     return stopped

@@ -68,6 +68,10 @@ class Settings:
     state_dir: str = DEFAULT_STATE_DIR
     profile: str = PROFILE_EMBEDDED
     nodes: int = 1
+    #: ironic-conductor processes of the scaled profile, each with its own
+    #: host name, artifact cache and report directory (one HTTP root and
+    #: nginx for all, as nodes reach one host address).
+    conductors: int = 1
     node_memory_mb: int = 2048
     node_cpus: int = 1
     node_disk_gb: int = 4
@@ -95,6 +99,12 @@ class Settings:
         if self.profile not in PROFILES:
             raise ValueError('unknown lab profile %r; expected one of %s'
                              % (self.profile, ', '.join(PROFILES)))
+        if self.conductors < 1 or (self.conductors > 1
+                                   and self.profile != PROFILE_SCALED):
+            raise ValueError('conductors=%d: the %s profile runs one '
+                             'conductor; several need the %s profile'
+                             % (self.conductors, self.profile,
+                                PROFILE_SCALED))
         self.state_dir = os.path.abspath(self.state_dir)
         if isinstance(self.ports, dict):
             self.ports = Ports(**self.ports)
@@ -127,6 +137,21 @@ class Settings:
     @property
     def database_name(self):
         return self.name.replace('-', '_') + '_ironic'
+
+    def conductor_process(self, index):
+        """Process name of conductor ``index`` (0 = the first)."""
+        if index == 0:
+            return 'ironic-conductor'
+        return 'ironic-conductor-%d' % (index + 1)
+
+    def conductor_host(self, index):
+        """Ironic's ``[DEFAULT]host`` of conductor ``index``."""
+        return self.name if index == 0 else '%s-%d' % (self.name, index + 1)
+
+    def conductor_dir(self, index, name):
+        """A directory of conductor ``index``'s own (under ironic/)."""
+        return self.path('ironic', name if index == 0
+                         else '%s-%d' % (name, index + 1))
 
     def node_name(self, index):
         return '%s-node-%d' % (self.name, index)

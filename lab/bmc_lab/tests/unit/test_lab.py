@@ -74,6 +74,44 @@ def test_scaled_profile_conf(tmp_path):
         'mysql+pymysql://root@127.0.0.1:3306/x_y_ironic?charset=utf8'
 
 
+
+def test_several_conductors_need_the_scaled_profile(tmp_path):
+    with pytest.raises(ValueError, match='conductors=2: the embedded '
+                                         'profile runs one conductor'):
+        lab_settings.Settings(state_dir=str(tmp_path), conductors=2)
+    with pytest.raises(ValueError, match='conductors=0'):
+        lab_settings.Settings(state_dir=str(tmp_path), profile='scaled',
+                              conductors=0)
+
+
+def test_second_conductor_has_its_own_host_cache_and_reports(tmp_path):
+    from bmc_lab import services
+    settings = lab_settings.Settings(state_dir=str(tmp_path), name='lab',
+                                     profile='scaled', conductors=2)
+    assert services.ironic_processes(settings) == (
+        'ironic-api', 'ironic-conductor', 'ironic-conductor-2')
+    base = _conf(settings)
+    # Take-over within a minute, not Ironic's 4 (heartbeat_timeout 60 +
+    # sync_local_state_interval 180).
+    assert int(base['conductor']['heartbeat_timeout']) <= 20
+    assert int(base['conductor']['sync_local_state_interval']) <= 15
+    overlay = configparser.ConfigParser(interpolation=None)
+    overlay.read_string(ironic_conf.render_conductor(settings, 1))
+    assert overlay['DEFAULT']['host'] == 'lab-2'
+    assert overlay['container']['image_cache_dir'] == settings.path(
+        'ironic', 'container_cache-2')
+    assert overlay['container']['report_dir'] == settings.path(
+        'ironic', 'reports-2')
+    assert base['container']['image_cache_dir'] != overlay['container'][
+        'image_cache_dir']
+    argv = services._ironic_argv(settings, 'ironic-conductor-2')
+    assert argv[0].endswith('ironic-conductor')
+    assert argv[1:] == ['--config-file', settings.path('etc', 'ironic.conf'),
+                        '--config-file',
+                        settings.path('etc', 'ironic-conductor-2.conf')]
+    assert services._ironic_argv(settings, 'ironic-conductor')[1:] == [
+        '--config-file', settings.path('etc', 'ironic.conf')]
+
 def test_node_network_is_restricted_to_loopback_forwards(settings):
     spec = nodes.netdev_spec(settings, 1)
     parts = spec.split(',')
