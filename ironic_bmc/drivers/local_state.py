@@ -65,6 +65,12 @@ def _nodes_with_artifacts():
     return {n for n in names if _published(n)}
 
 
+def _releasable(node_uuid, holders, keep):
+    """What this conductor holds for a node, but for ``keep``."""
+    stale = [rel for rel in _published(node_uuid) if rel != keep]
+    return (node_uuid in holders), stale
+
+
 def _release(node_uuid, keep=None):
     rootfs.get_cache().unpin_all(node_uuid)
     for rel in _published(node_uuid):
@@ -73,24 +79,42 @@ def _release(node_uuid, keep=None):
                           ignore_errors=True)
 
 
+def _ours(node, conductor_id):
+    return (node.conductor_affinity == conductor_id
+            and node.provision_state in IN_USE_STATES)
+
+
 def sweep(context, conductor_id):
     """Release the pins and artifacts of nodes that are not ours.
+
+    A node is read under a shared lock; its exclusive lock is taken only
+    when there is something to release (conductors sharing one HTTP root
+    see each other's current artifacts, which stay).
 
     :returns: the UUIDs of the nodes released.
     """
     released = []
-    candidates = rootfs.get_cache().holders() | _nodes_with_artifacts()
+    holders = rootfs.get_cache().holders()
+    candidates = holders | _nodes_with_artifacts()
     for node_uuid in sorted(candidates):
         try:
             with task_manager.acquire(
-                    context, node_uuid, shared=False,
+                    context, node_uuid, shared=True,
                     purpose='releasing container artifacts') as task:
                 node = task.node
-                if (node.conductor_affinity == conductor_id
-                        and node.provision_state in IN_USE_STATES):
+                if _ours(node, conductor_id):
                     continue
                 # Another conductor may publish this node's artifact in a
                 # shared HTTP root: its current directory stays.
+                keep = node.driver_internal_info.get(
+                    boot_files.ARTIFACT_DIR_KEY)
+                pinned, stale = _releasable(node_uuid, holders, keep)
+                if not pinned and not stale:
+                    continue
+                task.upgrade_lock()
+                node = task.node
+                if _ours(node, conductor_id):
+                    continue
                 _release(node_uuid, keep=node.driver_internal_info.get(
                     boot_files.ARTIFACT_DIR_KEY))
         except exception.NodeNotFound:

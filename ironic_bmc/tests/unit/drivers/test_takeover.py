@@ -148,6 +148,17 @@ class SweepTestCase(base.ContainerDeployTestCase):
         self.assertEqual([], self.cache.pins(self.key))
         self.assertTrue(self._published(taken))
 
+    def test_another_conductors_node_is_only_read(self):
+        # Its current artifact in a shared HTTP root, nothing pinned here:
+        # nothing to release, and its deploy keeps its lock.
+        taken = self._node(OTHER, states.DEPLOYWAIT, referenced=True)
+        self.cache.unpin_all(taken.uuid)
+        with mock.patch.object(task_manager.TaskManager, 'upgrade_lock',
+                               autospec=True) as upgrade:
+            self.assertEqual([], local_state.sweep(self.context, ME))
+        upgrade.assert_not_called()
+        self.assertTrue(self._published(taken))
+
     def test_locked_node_is_left_for_the_next_sweep(self):
         taken = self._node(OTHER, states.ACTIVE)
         with task_manager.acquire(self.context, taken.uuid):
