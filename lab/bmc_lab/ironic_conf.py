@@ -146,14 +146,14 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
         })
         conf['DEFAULT']['hash_ring_reset_interval'] = '10'
         conf['container']['local_state_sweep_interval'] = '15'
-    return _write(conf, '# Written by bmc-lab for profile %r; do not edit, '
+    return ini_text(conf, '# Written by bmc-lab for profile %r; do not edit, '
                   'it is rewritten by "bmc-lab up".\n' % settings.profile)
 
 
 def render_conductor(settings, index):
     """The overlay (a second --config-file) of conductor ``index`` >= 1:
     its own host name, artifact cache and report directory."""
-    return _write({
+    return ini_text({
         'DEFAULT': {'host': settings.conductor_host(index)},
         'container': {
             'image_cache_dir': settings.conductor_dir(index,
@@ -164,7 +164,9 @@ def render_conductor(settings, index):
        'ironic.conf.\n' % (index + 1, settings.profile))
 
 
-def _write(conf, header):
+def ini_text(conf, header):
+    """An INI file's text: ``header`` (comment lines), then ``conf``
+    ({section: {option: value}}, options in the given order)."""
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str
     for section, values in conf.items():

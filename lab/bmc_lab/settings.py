@@ -63,8 +63,35 @@ class Ports:
         return names
 
 
+class SavedState:
+    """Save/load of a dataclass as JSON in its state directory, under
+    the file name ``STATE_FILE``."""
+
+    STATE_FILE = None
+
+    def save(self):
+        os.makedirs(self.state_dir, exist_ok=True)
+        path = os.path.join(self.state_dir, self.STATE_FILE)
+        tmp = path + '.tmp'
+        with open(tmp, 'w') as f:
+            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, state_dir):
+        """What was saved in ``state_dir``, or None."""
+        path = os.path.join(os.path.abspath(state_dir), cls.STATE_FILE)
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return None
+        return cls(**data)
+
+
 @dataclasses.dataclass
-class Settings:
+class Settings(SavedState):
+    STATE_FILE = 'lab.json'
     state_dir: str = DEFAULT_STATE_DIR
     profile: str = PROFILE_EMBEDDED
     nodes: int = 1
@@ -116,7 +143,7 @@ class Settings:
 
     @property
     def settings_file(self):
-        return self.path('lab.json')
+        return self.path(self.STATE_FILE)
 
     @property
     def log_dir(self):
@@ -176,23 +203,3 @@ class Settings:
     @property
     def registry_address(self):
         return '127.0.0.1:%d' % self.ports.registry
-
-    # --- persistence ---------------------------------------------------------
-
-    def save(self):
-        os.makedirs(self.state_dir, exist_ok=True)
-        tmp = self.settings_file + '.tmp'
-        with open(tmp, 'w') as f:
-            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True)
-        os.replace(tmp, self.settings_file)
-
-    @classmethod
-    def load(cls, state_dir):
-        """The settings a lab was brought up with, or None."""
-        path = os.path.join(os.path.abspath(state_dir), 'lab.json')
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return None
-        return cls(**data)

@@ -1,0 +1,166 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Register the cloud's users, services, endpoints, network and flavor.
+
+One openstacksdk connection in one process: ~20 ``openstack`` CLI calls
+took 77 s, mostly interpreter start-ups.  Everything is looked up before
+it is created, so registering again changes nothing and returns the same
+ids.
+"""
+
+import openstack
+
+from bmc_lab.cloud import layout
+
+SERVICES = {
+    # type: name
+    'identity': 'keystone',
+    'image': 'glance',
+    'placement': 'placement',
+    'compute': 'nova',
+    'network': 'neutron',
+    'baremetal': 'ironic',
+}
+DEMO = 'demo'
+NETWORK = 'baremetal-net'
+SUBNET = 'baremetal-subnet'
+#: TEST-NET-1: Neutron only records it, nothing is wired.
+SUBNET_CIDR = '192.0.2.0/24'
+PHYSNET = 'physnet1'
+FLAVOR = 'bm.container'
+#: Ironic resource class "baremetal-container" as Placement names it.
+RESOURCE_CLASS = 'CUSTOM_BAREMETAL_CONTAINER'
+FLAVOR_SPECS = {
+    'resources:%s' % RESOURCE_CLASS: '1',
+    'resources:VCPU': '0',
+    'resources:MEMORY_MB': '0',
+    'resources:DISK_GB': '0',
+}
+
+
+def connect(cloud, username='admin', project='admin', **kwargs):
+    """An openstacksdk connection to ``cloud`` (no clouds.yaml, no OS_*
+    environment variables: only what is given here)."""
+    return openstack.connection.Connection(
+        auth_type='password', auth=cloud.auth(username, project),
+        region_name=layout.REGION, interface='public', **kwargs)
+
+
+def register(cloud):
+    """Register everything; return {what: id}."""
+    ids = identity(cloud)
+    ids.update(resources(cloud))
+    return ids
+
+
+def identity(cloud):
+    """Projects, users, roles, services and endpoints: what the other
+    services need before they start (nova-conductor and -scheduler exit
+    at once if their Placement credentials do not work).  Keystone only.
+    """
+    return _identity(cloud, connect(cloud))
+
+
+def resources(cloud):
+    """The network, subnet and flavor: needs Neutron and nova-api."""
+    # A new token: its catalog has the endpoints registered by identity().
+    conn = connect(cloud)
+    ids = _network(conn)
+    ids['flavor'] = _flavor(conn)
+    return ids
+
+
+def _find(find, name, **query):
+    """``find(name)``, None if missing (not through ignore_missing=True:
+    deprecated, its default changes in openstacksdk 6)."""
+    try:
+        return find(name, ignore_missing=False, **query)
+    except openstack.exceptions.NotFoundException:
+        return None
+
+
+def _project(idn, name, description):
+    return (_find(idn.find_project, name, domain_id='default')
+            or idn.create_project(name=name, domain_id='default',
+                                  description=description))
+
+
+def _user(idn, name, password, project):
+    user = _find(idn.find_user, name, domain_id='default')
+    if user is None:
+        user = idn.create_user(name=name, password=password,
+                               domain_id='default',
+                               default_project_id=project.id)
+    return user
+
+
+def _identity(cloud, conn):
+    idn = conn.identity
+    roles = {name: idn.find_role(name, ignore_missing=False)
+             for name in ('admin', 'service', 'member')}
+    service = _project(idn, 'service', 'Service users of the lab cloud')
+    ids = {'service_project': service.id}
+    for name in layout.SERVICE_USERS:
+        user = _user(idn, name, cloud.password, service)
+        for role in ('admin', 'service'):
+            idn.assign_project_role_to_user(service, user, roles[role])
+        ids['user_' + name] = user.id
+    for stype, url in cloud.endpoints.items():
+        ids['service_' + stype] = _endpoint(idn, stype, url)
+    demo = _project(idn, DEMO, 'The lab cloud tenant')
+    user = _user(idn, DEMO, cloud.password, demo)
+    idn.assign_project_role_to_user(demo, user, roles['member'])
+    ids.update(demo_project=demo.id, user_demo=user.id)
+    return ids
+
+
+def _endpoint(idn, stype, url):
+    """The service of type ``stype`` with a public endpoint at ``url``."""
+    service = next(iter(idn.services(type=stype)), None)
+    if service is None:
+        service = idn.create_service(name=SERVICES[stype], type=stype,
+                                     is_enabled=True)
+    endpoint = next(iter(idn.endpoints(service_id=service.id,
+                                       interface='public')), None)
+    if endpoint is None:
+        idn.create_endpoint(service_id=service.id, interface='public',
+                            url=url, region_id=layout.REGION)
+    elif endpoint.url != url:
+        idn.update_endpoint(endpoint, url=url)
+    return service.id
+
+
+def _network(conn):
+    net = _find(conn.network.find_network, NETWORK)
+    if net is None:
+        net = conn.network.create_network(
+            name=NETWORK, is_shared=True,
+            provider_network_type='flat',
+            provider_physical_network=PHYSNET)
+    subnet = _find(conn.network.find_subnet, SUBNET, network_id=net.id)
+    if subnet is None:
+        # No DHCP server runs on it: addresses are recorded only.
+        subnet = conn.network.create_subnet(
+            name=SUBNET, network_id=net.id, ip_version=4,
+            cidr=SUBNET_CIDR, is_dhcp_enabled=False)
+    return {'network': net.id, 'subnet': subnet.id}
+
+
+def _flavor(conn):
+    flavor = _find(conn.compute.find_flavor, FLAVOR)
+    if flavor is None:
+        # Tenants may not boot flavors with disk 0 (volume-backed only).
+        flavor = conn.compute.create_flavor(
+            name=FLAVOR, ram=2048, vcpus=1, disk=1, is_public=True)
+    conn.compute.create_flavor_extra_specs(flavor, FLAVOR_SPECS)
+    return flavor.id
