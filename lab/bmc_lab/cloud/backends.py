@@ -12,18 +12,24 @@
 
 """What a cloud owns on the shared MariaDB and RabbitMQ servers.
 
-MariaDB: one database per service, ``<prefix>_<service>``.  RabbitMQ: a
-virtual host named after the prefix.  Nova's queues are named after its
-topics alone ("conductor", "scheduler", "compute"), whatever its control
-exchange, so two clouds on one virtual host would consume each other's
-messages; a virtual host of its own keeps a cloud's RPC apart and lets
-``down`` remove its queues and exchanges in one step.
+MariaDB: one database per service, ``<prefix>_<service>``.
+
+RabbitMQ: the broker's virtual host as given (the machine's RabbitMQ,
+whose management tools may not be on this host: only AMQP is used).
+Nova's queues are named after its topics alone ("conductor",
+"scheduler", "compute.<host>"), whatever its control exchange, so two
+Novas on one virtual host would consume each other's messages: ``up``
+refuses to start next to a Nova that already consumes them, and ``down``
+deletes the queues nobody consumes any more (oslo.messaging's fanout and
+reply queues delete themselves).
 """
 
-import shutil
 import urllib.parse
 
 from bmc_lab import procs
+
+#: Nova's RPC queues of a cloud (and its compute host's).
+NOVA_TOPICS = ('conductor', 'scheduler', 'compute')
 
 
 def _mysql_connect(cloud):
@@ -63,50 +69,61 @@ def existing_databases(cloud):
 
 # --- RabbitMQ ----------------------------------------------------------------
 
-def _rabbitmqctl(cloud, *args, check=True):
-    ctl = shutil.which('rabbitmqctl') or '/usr/sbin/rabbitmqctl'
-    return procs.run([ctl, '-q'] + list(args),
-                     'rabbitmqctl %s' % ' '.join(args),
-                     log_path=cloud.log('rabbitmqctl.log'), check=check,
-                     timeout=120)
+def _amqp(cloud):
+    import kombu
+    url = 'amqp://%s/%s' % (cloud.rabbit, urllib.parse.quote(
+        cloud.rabbit_vhost, safe=''))
+    conn = kombu.Connection(url, connect_timeout=5)
+    try:
+        conn.connect()
+    except Exception as exc:  # noqa: BLE001 - kombu/amqp/socket errors
+        raise procs.LabError('cannot reach RabbitMQ at %s: %s'
+                             % (cloud.rabbit.rpartition('@')[2], exc))
+    return conn
 
 
-def _rabbit_user(cloud):
-    return cloud.rabbit.partition('@')[0].partition(':')[0]
+def nova_queues(cloud):
+    return list(NOVA_TOPICS) + ['compute.%s' % cloud.nova_host]
 
 
-def vhosts(cloud):
-    res = _rabbitmqctl(cloud, 'list_vhosts', 'name')
-    return {line.strip() for line in res.stdout.splitlines()} - {'name'}
+def consumers(cloud, queue):
+    """Consumers of ``queue``, or None when it does not exist."""
+    import amqp
+    with _amqp(cloud) as conn:
+        channel = conn.channel()
+        try:
+            _name, _messages, count = channel.queue_declare(
+                queue=queue, passive=True)
+        except amqp.exceptions.NotFound:
+            return None
+        return count
 
 
-def ensure_vhost(cloud):
-    """Create the cloud's virtual host (if missing) for its RabbitMQ user."""
-    if cloud.vhost not in vhosts(cloud):
-        _rabbitmqctl(cloud, 'add_vhost', cloud.vhost)
-    _rabbitmqctl(cloud, 'set_permissions', '-p', cloud.vhost,
-                 _rabbit_user(cloud), '.*', '.*', '.*')
+def check_free(cloud):
+    """Refuse a broker where another Nova consumes Nova's queues."""
+    busy = [q for q in NOVA_TOPICS if consumers(cloud, q)]
+    if busy:
+        raise procs.LabError(
+            'RabbitMQ at %s (virtual host %r) already has consumers of '
+            'Nova queue(s) %s: another Nova runs on it (a cloud profile '
+            'not brought down?). Nova names its queues by topic alone, so '
+            'two would take each other\'s messages.'
+            % (cloud.rabbit.rpartition('@')[2], cloud.rabbit_vhost or '/',
+               ', '.join(busy)))
 
 
-def queues(cloud):
-    """{queue: consumers} of the cloud's virtual host ({} if it has none)."""
-    res = _rabbitmqctl(cloud, 'list_queues', '-p', cloud.vhost,
-                       'name', 'consumers', check=False)
-    if res.returncode != 0:
-        return {}
-    found = {}
-    for line in res.stdout.splitlines():
-        name, _, consumers = line.strip().rpartition('\t')
-        if name and consumers.isdigit():
-            found[name] = int(consumers)
-    return found
-
-
-def delete_vhost(cloud):
-    """Delete the virtual host: Nova's and Neutron's queues (conductor,
-    scheduler, compute, compute.<host>, fanouts, replies) and exchanges
-    with it.  True if it existed."""
-    if cloud.vhost not in vhosts(cloud):
-        return False
-    _rabbitmqctl(cloud, 'delete_vhost', cloud.vhost)
-    return True
+def delete_queues(cloud):
+    """Delete the cloud's Nova queues that nobody consumes; returns their
+    names."""
+    import amqp
+    deleted = []
+    for queue in nova_queues(cloud):
+        if consumers(cloud, queue) != 0:
+            continue    # gone already, or someone else's
+        with _amqp(cloud) as conn:
+            try:
+                conn.channel().queue_delete(queue=queue, if_unused=True)
+            except amqp.exceptions.ChannelError:
+                continue
+        deleted.append(queue)
+    return deleted

@@ -41,15 +41,17 @@ class Cloud(lab_settings.SavedState):
 
     state_dir: str
     #: Names the databases (``<prefix>_keystone``...), the RabbitMQ
-    #: virtual host and Nova's control exchange of this cloud.
+    #: and Nova's control exchange of this cloud.
     prefix: str
     ironic_api_url: str
     ports: cloud_ports.CloudPorts = dataclasses.field(
         default_factory=cloud_ports.CloudPorts)
     mysql_url: str = 'mysql+pymysql://root@127.0.0.1:3306'
-    #: user:password@host:port of RabbitMQ; the cloud's virtual host is
-    #: its prefix (see transport_url).
+    #: user:password@host:port of RabbitMQ, and the virtual host the
+    #: cloud's services use ('' is the broker's default, "/"): one cloud
+    #: per virtual host (bmc_lab.cloud.backends).
     rabbit: str = 'guest:guest@127.0.0.1:5672'
+    rabbit_vhost: str = ''
     #: Password of admin, demo and the service users (a loopback lab).
     password: str = 'bmc-cloud'
     #: What bmc_lab.cloud.register created (names -> ids).
@@ -98,12 +100,8 @@ class Cloud(lab_settings.SavedState):
         return '%s/%s?charset=utf8mb4' % (self.mysql_url, self.database(name))
 
     @property
-    def vhost(self):
-        return self.prefix
-
-    @property
     def transport_url(self):
-        return 'rabbit://%s/%s' % (self.rabbit, self.vhost)
+        return 'rabbit://%s/%s' % (self.rabbit, self.rabbit_vhost)
 
     @property
     def nova_host(self):

@@ -142,11 +142,10 @@ def _prepare(cloud, python, say):
     for service in ('keystone', 'glance', 'placement', 'nova', 'neutron'):
         os.makedirs(cloud.data(service, 'locks'), exist_ok=True)
     os.makedirs(cloud.log_dir, exist_ok=True)
-    say('creating databases %s_* and RabbitMQ vhost %s'
-        % (cloud.prefix, cloud.vhost))
+    say('creating databases %s_*' % cloud.prefix)
     with _timed(cloud, 'databases'):
+        backends.check_free(cloud)
         backends.recreate_databases(cloud)
-        backends.ensure_vhost(cloud)
     user = pwd.getpwuid(os.getuid()).pw_name
     group = grp.getgrgid(os.getgid()).gr_name
     keystone = [_bin(python, 'keystone-manage'), '--config-file',
@@ -276,13 +275,12 @@ def _wait_rpc(cloud, name, queue, proc, timeout=180):
             raise procs.LabError('%s exited with code %s while starting; '
                                  'see %s' % (name, proc.returncode,
                                              cloud.log(name + '.log')))
-        if backends.queues(cloud).get(queue, 0) > 0:
+        if backends.consumers(cloud, queue):
             return
         time.sleep(1)
-    raise procs.LabError('%s did not consume RPC queue %s on vhost %s '
-                         'within %ds; see %s' % (
-                             name, queue, cloud.vhost, timeout,
-                             cloud.log(name + '.log')))
+    raise procs.LabError('%s did not consume RPC queue %s within %ds; '
+                         'see %s' % (name, queue, timeout,
+                                     cloud.log(name + '.log')))
 
 
 def start_compute(cloud, python=None, timeout=180):
@@ -303,8 +301,8 @@ def start_compute(cloud, python=None, timeout=180):
 
 
 def down(state_dir, out=None):
-    """Stop the cloud of ``state_dir``, drop its databases and RabbitMQ
-    virtual host.  Returns the names of the processes that were running
+    """Stop the cloud of ``state_dir``, drop its databases and Nova's
+    RabbitMQ queues.  Returns the names of the processes that were running
     (an already stopped cloud is fine)."""
     say = out or (lambda msg: None)
     cloud = layout.Cloud.load(state_dir)
@@ -318,9 +316,10 @@ def down(state_dir, out=None):
             say('stopped %s in %.1fs' % (name, time.monotonic() - t0))
     t0 = time.monotonic()
     backends.drop_databases(cloud)
-    if backends.delete_vhost(cloud):
-        say('dropped databases %s_* and RabbitMQ vhost %s in %.1fs'
-            % (cloud.prefix, cloud.vhost, time.monotonic() - t0))
+    deleted = backends.delete_queues(cloud)
+    say('dropped databases %s_* and queues %s in %.1fs'
+        % (cloud.prefix, ', '.join(deleted) or '(none)',
+           time.monotonic() - t0))
     return stopped
 
 

@@ -189,11 +189,15 @@ def test_cloud_profile(cloud_python, state_dir, tmp_path):
         v for k, v in MEASURED['rss_mib'].items() if k != 'ironic')
     pids = {n: procs.pid_of(cloud, n) for n in services.ORDER}
     # Nova's queues carry its topic names only, whatever its exchange:
-    # hence a virtual host per cloud.
-    queues = backends.queues(cloud)
-    assert {'conductor', 'scheduler', 'compute.' + cloud.nova_host} <= set(
-        queues)
-    MEASURED['rabbit_queues'] = sorted(queues)
+    # a second cloud on this broker is refused.
+    queues = backends.nova_queues(cloud)
+    MEASURED['rabbit_queues'] = {q: backends.consumers(cloud, q)
+                                 for q in queues}
+    for queue in ('conductor', 'scheduler', 'compute.' + cloud.nova_host):
+        assert backends.consumers(cloud, queue), queue
+    with pytest.raises(procs.LabError, match='already has consumers of '
+                                             'Nova queue'):
+        backends.check_free(cloud)
 
     # Down: every process stopped, databases and virtual host gone.
     t0 = time.monotonic()
@@ -206,7 +210,8 @@ def test_cloud_profile(cloud_python, state_dir, tmp_path):
     for what, port in PORTS.named().items():
         assert not procs.port_in_use(port), what
     assert backends.existing_databases(cloud) == []
-    assert cloud.vhost not in backends.vhosts(cloud)
+    for queue in queues:
+        assert backends.consumers(cloud, queue) is None, queue
     assert services.down(state_dir) == []    # idempotent
 
     print('cloud profile measurements: %s' % json.dumps(MEASURED, indent=2))
