@@ -142,10 +142,6 @@ class Settings(SavedState):
         return os.path.join(self.state_dir, *parts)
 
     @property
-    def settings_file(self):
-        return self.path(self.STATE_FILE)
-
-    @property
     def log_dir(self):
         return self.path('logs')
 

@@ -86,22 +86,28 @@ def nova_queues(cloud):
     return list(NOVA_TOPICS) + ['compute.%s' % cloud.nova_host]
 
 
+def _consumers(conn, queue):
+    import amqp
+    # A passive declare of a missing queue closes its channel: one each.
+    channel = conn.channel()
+    try:
+        _name, _messages, count = channel.queue_declare(queue=queue,
+                                                        passive=True)
+    except amqp.exceptions.NotFound:
+        return None
+    return count
+
+
 def consumers(cloud, queue):
     """Consumers of ``queue``, or None when it does not exist."""
-    import amqp
     with _amqp(cloud) as conn:
-        channel = conn.channel()
-        try:
-            _name, _messages, count = channel.queue_declare(
-                queue=queue, passive=True)
-        except amqp.exceptions.NotFound:
-            return None
-        return count
+        return _consumers(conn, queue)
 
 
 def check_free(cloud):
     """Refuse a broker where another Nova consumes Nova's queues."""
-    busy = [q for q in NOVA_TOPICS if consumers(cloud, q)]
+    with _amqp(cloud) as conn:
+        busy = [q for q in NOVA_TOPICS if _consumers(conn, q)]
     if busy:
         raise procs.LabError(
             'RabbitMQ at %s (virtual host %r) already has consumers of '
@@ -117,13 +123,13 @@ def delete_queues(cloud):
     names."""
     import amqp
     deleted = []
-    for queue in nova_queues(cloud):
-        if consumers(cloud, queue) != 0:
-            continue    # gone already, or someone else's
-        with _amqp(cloud) as conn:
+    with _amqp(cloud) as conn:
+        for queue in nova_queues(cloud):
+            if _consumers(conn, queue) != 0:
+                continue    # gone already, or someone else's
             try:
                 conn.channel().queue_delete(queue=queue, if_unused=True)
             except amqp.exceptions.ChannelError:
                 continue
-        deleted.append(queue)
+            deleted.append(queue)
     return deleted
