@@ -64,7 +64,9 @@ EXPECTED = {
         'entry_points': ['ironic.hardware.types',
                          'ironic.hardware.interfaces.deploy',
                          'ironic.hardware.interfaces.vendor',
-                         'oslo.config.opts'],
+                         'oslo.config.opts',
+                         # ironic-bmc-deploy-templates
+                         'console_scripts'],
         'scripts_absent': ['bmc-lab'],
         'files': [('bmc_common.tunables.profiles', 'SHIPPED_DIR',
                    'thp-never.conf'),

@@ -88,6 +88,10 @@ Returns ``{"state": "running"|"exited"|"absent", "exit_code": int|None,
 STEP_STOP_WORKLOAD = 'bmc_stop_workload'
 """Stop the workload (SIGTERM, then SIGKILL after ``grace`` seconds)."""
 
+TUNABLES_TRAIT_PREFIX = 'CUSTOM_BMC_TUNABLES_'
+"""Traits (and deploy templates of the same name) that select a tunables
+profile: ``thp-never`` -> ``CUSTOM_BMC_TUNABLES_THP_NEVER``."""
+
 STEP_APPLY_TUNABLES = 'bmc_apply_tunables'
 """Apply run-time kernel tunables, check boot-time ones, read all back.
 

@@ -120,6 +120,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         boot_files.validate(task)
         rootfs.check_known_size(node, container)
         tuning.requested(node)
+        tuning.check_templates(task)
         deploy_info.noise_probe_args(node)
         deploy_utils.validate_capabilities(node)
 
@@ -217,7 +218,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         """Have the agent apply (and read back) the kernel tunables.
 
         Deploy templates select it with arguments, e.g. a flavor trait
-        ``CUSTOM_THP_NEVER`` mapped to ``{"tunables": "thp-never"}``.
+        ``CUSTOM_BMC_TUNABLES_THP_NEVER`` mapped to ``{"tunables":
+        "thp-never"}`` (see ironic_bmc.deploy_templates).
         """
         self._agent_up(task)
         node = task.node

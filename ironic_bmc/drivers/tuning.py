@@ -28,6 +28,7 @@ run-time ones and checks the boot-time ones against /proc/cmdline.
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.conf import CONF
+from ironic import objects
 
 from bmc_common import protocol
 from ironic_bmc import image_properties
@@ -65,6 +66,29 @@ def requested(node, step_args=None):
                              % STEP)
         knobs = profiles.merge(knobs, overrides)
     return knobs
+
+
+def check_templates(task):
+    """Every trait of ours the deploy asks for has its deploy template.
+
+    Ironic ignores a trait without a template of its name; a tenant whose
+    flavor asks for ``CUSTOM_BMC_TUNABLES_<PROFILE>`` would get a run
+    without the tunables it chose.
+    """
+    ours = sorted({t for t in task.node.instance_info.get('traits') or []
+                   if isinstance(t, str)
+                   and t.startswith(protocol.TUNABLES_TRAIT_PREFIX)})
+    if not ours:
+        return
+    found = {t.name for t in objects.DeployTemplate.list_by_names(
+        task.context, ours)}
+    missing = [t for t in ours if t not in found]
+    if missing:
+        raise exception.InvalidParameterValue(
+            _('instance_info/traits: %(traits)s select(s) a tunables '
+              'profile through a deploy template of the same name, and '
+              'there is none; the operator creates them with '
+              'ironic-bmc-deploy-templates') % {'traits': ', '.join(missing)})
 
 
 def split(knobs):

@@ -18,6 +18,7 @@ from unittest import mock
 
 import fixtures
 from oslo_utils import strutils
+from oslo_utils import uuidutils
 
 from ironic.common import exception
 from ironic.common import states
@@ -821,6 +822,40 @@ class TunablesTestCase(ContainerDeployTestCase):
         self.node.save()
         with task_manager.acquire(self.context, self.node.uuid) as task:
             self.assertEqual({'thp': 'never'}, tuning.requested(task.node))
+
+    def _thp_never_template(self):
+        objects.DeployTemplate(
+            self.context, uuid=uuidutils.generate_uuid(),
+            name='CUSTOM_BMC_TUNABLES_THP_NEVER',
+            steps=[{'interface': 'deploy', 'step': 'bmc_apply_tunables',
+                    'args': {'tunables': 'thp-never'},
+                    'priority': 85}]).create()
+
+    def test_trait_without_its_template_refused_at_validate(self):
+        self._thp_never_template()
+        self.node.instance_info = dict(
+            self.node.instance_info, traits=[
+                'CUSTOM_BMC_TUNABLES_THP_NEVER', 'CUSTOM_GPU',
+                'CUSTOM_BMC_TUNABLES_LOW_NOISE'])
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    tuning.check_templates, task)
+        # Only ours without a template; other traits are not our business.
+        self.assertIn('instance_info/traits: CUSTOM_BMC_TUNABLES_LOW_NOISE '
+                      'select(s) a tunables profile', str(exc))
+        self.assertNotIn('THP_NEVER', str(exc))
+        self.assertNotIn('CUSTOM_GPU', str(exc))
+        self.assertIn('ironic-bmc-deploy-templates', str(exc))
+
+    def test_traits_with_templates_pass(self):
+        self._thp_never_template()
+        self.node.instance_info = dict(
+            self.node.instance_info,
+            traits=['CUSTOM_BMC_TUNABLES_THP_NEVER', 'CUSTOM_GPU'])
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            tuning.check_templates(task)
 
     def test_boot_time_knobs_become_kernel_args(self):
         runtime, args = tuning.split({'isolcpus': '1-3', 'thp': 'never'})
