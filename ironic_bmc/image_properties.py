@@ -22,8 +22,9 @@ run: the keys of :data:`TENANT_KEYS`, plus ``kernel_id``/``ramdisk_id``
 * A property can only set what a tenant may choose.  URLs of boot files
   (``kernel``, ``ramdisk``, ``kernel_modules``: a ``file://`` URL reads
   the conductor's disk), registry credentials and the diagnostics keys
-  stay operator-only, in ``instance_info``; ``kernel_id``/``ramdisk_id``
-  must be Glance image UUIDs.
+  stay operator-only, in ``instance_info``: an image that sets one is
+  refused, naming it, so that a tenant never believes a setting was
+  applied; ``kernel_id``/``ramdisk_id`` must be Glance image UUIDs.
 * What the image said is snapshotted in ``driver_internal_info`` when
   the deploy starts (:func:`snapshot`), so every later step and a
   rebuild's report see the values the run used even if the image
@@ -43,6 +44,10 @@ TENANT_KEYS = (protocol.II_IMAGE, protocol.II_COMMAND, protocol.II_ENV,
                protocol.II_MODE, protocol.II_ROOTFS, protocol.II_TUNABLES)
 #: Glance image properties naming boot files -> the instance_info key.
 BOOT_IMAGE_KEYS = {'kernel_id': 'kernel', 'ramdisk_id': 'ramdisk'}
+#: Keys only the operator may set (in instance_info), refused as image
+#: properties.
+OPERATOR_KEYS = ('kernel', 'ramdisk', 'kernel_modules', 'image_pull_secret',
+                 protocol.II_MEASURE_LINK, protocol.II_NOISE_PROBE)
 #: driver_internal_info key of the snapshot.
 SNAPSHOT_KEY = 'bmc_image_properties'
 
@@ -65,6 +70,14 @@ def fetch(task):
     if not source:
         return {}
     props = deploy_utils.get_image_properties(task.context, source)
+    forbidden = sorted(k for k in OPERATOR_KEYS
+                       if props.get(k) not in (None, ''))
+    if forbidden:
+        raise exception.InvalidParameterValue(
+            _('Glance image %(image)s: property %(props)s may only be set '
+              'by the operator, in the node\'s instance_info; a tenant '
+              'names boot files with kernel_id/ramdisk_id (Glance images)')
+            % {'image': source, 'props': ', '.join(forbidden)})
     keys = {k: props[k] for k in TENANT_KEYS
             if props.get(k) not in (None, '')}
     for prop, key in BOOT_IMAGE_KEYS.items():

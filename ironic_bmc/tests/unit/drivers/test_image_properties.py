@@ -83,21 +83,33 @@ class ImagePropertiesTestCase(base.ContainerDeployTestCase):
         self.assertIn('property container_command of Glance image %s'
                       % GLANCE_ID, str(exc))
 
-    def test_operator_only_keys_ignored(self, mock_props):
+    def test_operator_only_keys_refused(self, mock_props):
         # A tenant may not point the conductor at its own disk or set the
-        # pull secret through the image.
-        mock_props.return_value = self._props(
-            kernel='file:///etc/shadow', kernel_modules='file:///etc/x',
-            image_pull_secret='u:p', container_measure_link='true')
+        # pull secret through the image, and is told so.
+        for key, value in (('kernel', 'file:///etc/shadow'),
+                           ('kernel_modules', 'file:///etc/x'),
+                           ('ramdisk', 'http://x/r'),
+                           ('image_pull_secret', 'u:p'),
+                           ('container_measure_link', 'true'),
+                           ('container_noise_probe', '5')):
+            mock_props.return_value = self._props(**{key: value})
+            with task_manager.acquire(self.context, self.node.uuid) as task:
+                exc = self.assertRaises(exception.InvalidParameterValue,
+                                        task.driver.deploy.validate, task)
+                self.assertNotIn(image_properties.SNAPSHOT_KEY,
+                                 task.node.driver_internal_info)
+            self.assertIn('Glance image %s: property %s may only be set by '
+                          'the operator' % (GLANCE_ID, key), str(exc))
+            if len(value) > 3:      # a URL or secret is never echoed
+                self.assertNotIn(value, str(exc))
+
+    def test_several_operator_keys_named_together(self, mock_props):
+        mock_props.return_value = self._props(kernel='http://k',
+                                              ramdisk='http://r')
         with task_manager.acquire(self.context, self.node.uuid) as task:
-            props = image_properties.snapshot(task)
-            self.assertNotIn('kernel', props)
-            container = deploy_info.parse(task.node)
-            self.assertIsNone(container.pull_secret)
-            self.assertFalse(container.measure_link)
-            images = boot_files.boot_images(task)
-        self.assertEqual('http://h/k', images['deploy_kernel'][0])
-        self.assertNotIn('file:///etc/x', str(images))
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    image_properties.snapshot, task)
+        self.assertIn('property kernel, ramdisk may only', str(exc))
 
     def test_kernel_id_must_be_a_glance_image(self, mock_props):
         mock_props.return_value = self._props(kernel_id='file:///boot/vmlinuz')
