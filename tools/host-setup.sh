@@ -13,6 +13,7 @@ PACKAGES=(
     linux-image-amd64 busybox-static cpio kmod
     debootstrap umoci skopeo erofs-utils squashfs-tools zstd
     curl socat gcc python3-dev python3-venv
+    chromium chromium-driver
     syslinux syslinux-common mtools dosfstools e2fsprogs
 )
 

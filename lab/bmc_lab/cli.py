@@ -17,6 +17,7 @@
     bmc-lab down [--purge]
     bmc-lab smoke            # Ironic ramdisk deploy of a tiny initrd
     bmc-lab demo             # up + the container job, the report last
+    bmc-lab demo --tenant    # the same through Glance and Nova, as a tenant
 
 The state directory is ``--state-dir``, else ``$BMC_LAB_DIR``, else
 /var/lib/bmc-lab.
@@ -34,6 +35,7 @@ from bmc_lab import control
 from bmc_lab import procs
 from bmc_lab import settings as lab_settings
 from bmc_lab import smoke
+from bmc_lab import tenant_job
 from bmc_common import protocol
 
 
@@ -52,10 +54,13 @@ def _parser():
             'demo': 'bring the lab up and run the main job',
             'bench': 'bring the lab up and run the benchmark'}[name])
         s.add_argument('--profile', choices=lab_settings.PROFILES,
-                       default=lab_settings.PROFILE_EMBEDDED,
+                       default=None,
                        help='embedded: one "ironic" process on sqlite; '
                             'scaled: ironic-api + ironic-conductor on '
-                            'MariaDB and RabbitMQ (default: %(default)s)')
+                            'MariaDB and RabbitMQ; cloud: embedded behind '
+                            'Keystone, Glance, Placement, Nova and the '
+                            'Neutron API (default: embedded; cloud with '
+                            'demo --tenant)')
         s.add_argument('--nodes', type=int, default=1,
                        help='number of QEMU nodes (default: %(default)s)')
         s.add_argument('--conductors', type=int, default=1,
@@ -67,7 +72,12 @@ def _parser():
                            help='kernel tunables for the run: a profile '
                                 'name (e.g. thp-never) or a JSON object '
                                 'of knobs; sets instance_info/'
-                                'container_tunables')
+                                'container_tunables (with --tenant: the '
+                                'flavor bm.container.<PROFILE> if there '
+                                'is one, else the image property)')
+            s.add_argument('--tenant', action='store_true',
+                           help='run the job as the tenant "demo" '
+                                'through Glance and Nova (cloud profile)')
         for field in ('ironic_api', 'http', 'registry', 'ipmi_base',
                       'agent_base'):
             s.add_argument('--%s-port' % field.replace('_', '-'), type=int,
@@ -82,12 +92,20 @@ def _parser():
 
 
 def _settings_from_args(args):
+    profile = args.profile or (
+        lab_settings.PROFILE_CLOUD if getattr(args, 'tenant', False)
+        else lab_settings.PROFILE_EMBEDDED)
+    if getattr(args, 'tenant', False) and profile != (
+            lab_settings.PROFILE_CLOUD):
+        raise procs.LabError('--tenant runs through Nova: it needs '
+                             '--profile %s, not %s'
+                             % (lab_settings.PROFILE_CLOUD, profile))
     ports = lab_settings.Ports(
         ironic_api=args.ironic_api, http=args.http, registry=args.registry,
         ipmi_base=args.ipmi_base, agent_base=args.agent_base)
     try:
         return lab_settings.Settings(
-            state_dir=args.state_dir, profile=args.profile,
+            state_dir=args.state_dir, profile=profile,
             nodes=args.nodes, conductors=args.conductors,
             node_memory_mb=args.node_memory_mb, ports=ports)
     except ValueError as exc:
@@ -104,6 +122,8 @@ def _loaded(args):
 
 def _demo(args):
     """Lab up, then the container job; the report is the last line."""
+    if args.tenant:
+        return tenant_job.demo(_settings_from_args(args), args.tunables)
     control.up(_settings_from_args(args))
     settings = _loaded(args)
     agent.ensure(settings)

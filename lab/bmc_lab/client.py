@@ -21,16 +21,20 @@ import time
 from ironicclient import client as ironic_client
 from ironicclient.common.apiclient import exceptions as client_exc
 
+from bmc_lab.cloud import profile as cloud_profile
 from bmc_lab import procs
 
 API_VERSION = '1.81'
 
 
 def get_client(settings):
+    """An Ironic client of the lab: noauth, or in the cloud profile the
+    cloud's admin with a system-scoped Keystone token."""
+    auth = ({'session': cloud_profile.keystone_session(settings)}
+            if settings.is_cloud else {'auth_type': 'none'})
     return ironic_client.get_client(
-        1, auth_type='none', endpoint=settings.api_url,
-        os_ironic_api_version=API_VERSION, max_retries=30,
-        retry_interval=2)
+        1, endpoint=settings.api_url, os_ironic_api_version=API_VERSION,
+        max_retries=30, retry_interval=2, **auth)
 
 
 def wait_api(settings, timeout=120):

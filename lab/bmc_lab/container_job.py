@@ -103,10 +103,12 @@ def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
     return watcher
 
 
-def wait_report(settings, index=0, states=('finished',), timeout=600):
-    """Poll the node's run report until its state is one of ``states``."""
+def wait_report(settings, index=0, states=('finished',), timeout=600,
+                name=None):
+    """Poll the run report of node ``name`` (default: lab node ``index``)
+    until its state is one of ``states``."""
     cli = lab_client.get_client(settings)
-    name = settings.node_name(index)
+    name = name or settings.node_name(index)
     deadline = time.monotonic() + timeout
     report = None
     while time.monotonic() < deadline:

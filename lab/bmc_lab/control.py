@@ -16,6 +16,9 @@ import os
 import shutil
 
 from bmc_lab import client as lab_client
+from bmc_lab.cloud import horizon
+from bmc_lab.cloud import profile as cloud_profile
+from bmc_lab.cloud import services as cloud_services
 from bmc_lab import nodes
 from bmc_lab import procs
 from bmc_lab import services
@@ -23,10 +26,17 @@ from bmc_lab import settings as lab_settings
 
 #: Runtime state recreated by every ``up`` (logs are kept).
 RUNTIME_DIRS = ('ironic', 'httpboot', 'tftpboot', 'registry', 'nodes',
-                'etc', 'run')
+                'etc', 'run', 'cloud')
+#: What nodes of the cloud profile run by default: Nova deploys them with
+#: the container interface, whatever instance_info says.
+CLOUD_NODE_INTERFACES = {'deploy_interface': 'container',
+                         'vendor_interface': 'container',
+                         'resource_class': cloud_profile.RESOURCE_CLASS}
 
 
 def is_up(settings):
+    if settings.is_cloud and not cloud_profile.is_up(settings):
+        return False
     return all(procs.running(settings, name)
                for name in services.ironic_processes(settings))
 
@@ -49,10 +59,13 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
     if current is not None:
         # Leftovers of a lab that died or was half torn down.
         down(current, out=None)
+    ports = settings.ports.named(settings.nodes)
+    if settings.is_cloud:
+        ports.update(settings.cloud_ports.named(horizon=True))
+        enroll_interfaces = dict(CLOUD_NODE_INTERFACES, **enroll_interfaces)
     procs.check_ports_free(
-        settings.ports.named(settings.nodes),
-        udp={'virtual BMC of node %d (IPMI)' % i
-             for i in range(settings.nodes)})
+        ports, udp={'virtual BMC of node %d (IPMI)' % i
+                    for i in range(settings.nodes)})
     for d in RUNTIME_DIRS:
         shutil.rmtree(settings.path(d), ignore_errors=True)
     os.makedirs(settings.log_dir, exist_ok=True)
@@ -62,6 +75,11 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
         services.start_libvirt(settings)
         services.start_nginx(settings)
         services.start_registry(settings)
+        if settings.is_cloud:
+            _say(out, 'Starting the cloud: Keystone, Glance, Placement, '
+                 'Nova, Neutron API (the first run builds their '
+                 'virtualenv) ...')
+            cloud_profile.start(settings, out=out)
         _say(out, 'Starting Ironic (%s profile) ...' % settings.profile)
         if settings.profile == lab_settings.PROFILE_SCALED:
             services.drop_database(settings)
@@ -77,6 +95,12 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
             lab_client.StateWatcher(cli, node.uuid).wait('manageable', 180)
             cli.node.set_provision_state(node.uuid, 'provide')
             lab_client.StateWatcher(cli, node.uuid).wait('available', 180)
+        if settings.is_cloud:
+            _say(out, 'Deploy templates, traits and flavors of the '
+                 'tunables profiles; starting nova-compute ...')
+            cloud_profile.add_deploy_templates(settings, cli, out=out)
+            cloud_profile.start_compute(settings)
+            cloud_profile.write_clouds_yaml(settings)
     except Exception:
         down(settings, out=None)
         raise
@@ -92,7 +116,8 @@ def down(settings, out=print, purge=False):
     for name in domains:
         nodes.virsh('destroy', name, check=False)
         nodes.virsh('undefine', name, check=False)
-    stopped = services.stop_all(loaded)
+    stopped = cloud_profile.stop(loaded)
+    stopped += services.stop_all(loaded)
     if purge:
         if loaded.profile == lab_settings.PROFILE_SCALED:
             services.drop_database(loaded)
@@ -110,6 +135,9 @@ def down(settings, out=print, purge=False):
 
 def describe(settings):
     p = settings.ports
+    ironic_auth = ('(Keystone auth)' if settings.is_cloud else
+                   '(export OS_AUTH_TYPE=none OS_ENDPOINT=%s)'
+                   % settings.api_url)
     lines = [
         'Lab is up: profile %s%s, state in %s' % (
             settings.profile,
@@ -117,13 +145,25 @@ def describe(settings):
                 settings.conductor_host(i)
                 for i in range(settings.conductors)))
             if settings.conductors > 1 else '', settings.state_dir),
-        '  Ironic API      %s   (export OS_AUTH_TYPE=none '
-        'OS_ENDPOINT=%s)' % (settings.api_url, settings.api_url),
+        '  Ironic API      %s   %s' % (settings.api_url, ironic_auth),
         '  HTTP root       http://127.0.0.1:%d -> %s' % (
             p.http, settings.http_root),
         '  OCI registry    %s' % settings.registry_address,
         '  Nodes see the host as %s' % lab_settings.GUEST_HOST_ADDRESS,
     ]
+    if settings.is_cloud:
+        c = settings.cloud_ports
+        lines += [
+            '  Keystone        http://127.0.0.1:%d/v3  (Glance %d, '
+            'Placement %d, Nova %d, Neutron %d)' % (
+                c.keystone, c.glance, c.placement, c.nova, c.neutron),
+            '  Horizon         http://127.0.0.1:%d  (user demo or admin, '
+            'password bmc-cloud)' % c.horizon,
+            '  credentials     export OS_CLIENT_CONFIG_FILE=%s '
+            'OS_CLOUD=bmc-lab-demo  (or bmc-lab-admin: system scope, '
+            'for "openstack baremetal")' % settings.path(
+                cloud_profile.CLOUDS_YAML),
+        ]
     for i in range(settings.nodes):
         lines.append('  node %-18s IPMI 127.0.0.1:%d  console %s' % (
             settings.node_name(i), p.ipmi(i), nodes.console_log(settings,
@@ -139,6 +179,8 @@ def status(settings):
     names = list(services.ORDER) + [
         n for n in services.ironic_processes(loaded)
         if n not in services.ORDER]
+    if loaded.is_cloud:
+        names += list(cloud_services.ORDER) + [horizon.NAME]
     running = [n for n in names if procs.running(loaded, n)]
     head = describe(loaded) if is_up(loaded) else (
         'Lab in %s is down.' % loaded.state_dir)

@@ -10,17 +10,18 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""ironic.conf for the lab's two profiles.
+"""ironic.conf for the lab's three profiles.
 
 ``embedded``: the combined ``ironic`` service, sqlite, no RPC bus (what
-bifrost runs).  ``scaled``: ``ironic-api`` and ``ironic-conductor`` as two
-processes on MariaDB, talking over RabbitMQ through oslo.messaging (how a
-production cloud scales out across conductors).
+bifrost runs).  ``cloud``: the same behind Keystone, with Glance and Nova
+credentials (bmc_lab.cloud.profile.ironic_sections).  ``scaled``:
+``ironic-api`` and ``ironic-conductor`` as two processes on MariaDB,
+talking over RabbitMQ through oslo.messaging (how a production cloud
+scales out across conductors).
 """
 
-import configparser
-import io
-
+from bmc_lab.cloud import profile as cloud_profile
+from bmc_lab import inifile
 from bmc_lab import settings as lab_settings
 
 #: Interfaces the lab enables.  ``fake-hardware`` is kept for API tests.
@@ -146,14 +147,19 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
         })
         conf['DEFAULT']['hash_ring_reset_interval'] = '10'
         conf['container']['local_state_sweep_interval'] = '15'
-    return ini_text(conf, '# Written by bmc-lab for profile %r; do not edit, '
-                  'it is rewritten by "bmc-lab up".\n' % settings.profile)
+    if settings.is_cloud:
+        for section, values in cloud_profile.ironic_sections(
+                settings).items():
+            conf.setdefault(section, {}).update(values)
+    return inifile.ini_text(
+        conf, '# Written by bmc-lab for profile %r; do not edit, it is '
+        'rewritten by "bmc-lab up".\n' % settings.profile)
 
 
 def render_conductor(settings, index):
     """The overlay (a second --config-file) of conductor ``index`` >= 1:
     its own host name, artifact cache and report directory."""
-    return ini_text({
+    return inifile.ini_text({
         'DEFAULT': {'host': settings.conductor_host(index)},
         'container': {
             'image_cache_dir': settings.conductor_dir(index,
@@ -162,19 +168,3 @@ def render_conductor(settings, index):
         },
     }, '# Written by bmc-lab: conductor %d of profile %r, read after '
        'ironic.conf.\n' % (index + 1, settings.profile))
-
-
-def ini_text(conf, header):
-    """An INI file's text: ``header`` (comment lines), then ``conf``
-    ({section: {option: value}}, options in the given order)."""
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.optionxform = str
-    for section, values in conf.items():
-        if section != 'DEFAULT':
-            parser.add_section(section)
-        for key, value in values.items():
-            parser.set(section, key, value)
-    buf = io.StringIO()
-    buf.write(header)
-    parser.write(buf)
-    return buf.getvalue()

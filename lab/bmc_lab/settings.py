@@ -21,6 +21,8 @@ import dataclasses
 import json
 import os
 
+from bmc_lab.cloud import ports as api_ports
+
 DEFAULT_STATE_DIR = '/var/lib/bmc-lab'
 
 #: The host as the nodes see it.  Nodes use QEMU user-mode networking with
@@ -30,7 +32,10 @@ GUEST_HOST_ADDRESS = '10.0.2.100'
 
 PROFILE_EMBEDDED = 'embedded'
 PROFILE_SCALED = 'scaled'
-PROFILES = (PROFILE_EMBEDDED, PROFILE_SCALED)
+#: The embedded Ironic behind Keystone, Glance, Placement, Nova (ironic
+#: driver) and the Neutron API: the tenant path (bmc_lab.cloud).
+PROFILE_CLOUD = 'cloud'
+PROFILES = (PROFILE_EMBEDDED, PROFILE_SCALED, PROFILE_CLOUD)
 
 
 @dataclasses.dataclass
@@ -117,12 +122,17 @@ class Settings(SavedState):
     mysql_url: str = 'mysql+pymysql://root@127.0.0.1:3306'
     #: RabbitMQ of the scaled profile.
     transport_url: str = 'rabbit://guest:guest@127.0.0.1:5672/'
+    #: API ports of the cloud profile's services.
+    cloud_ports: api_ports.CloudPorts = dataclasses.field(
+        default_factory=api_ports.CloudPorts)
 
     def __post_init__(self):
         if isinstance(self.ports, dict):
             # Settings saved by older versions may name retired ports.
             self.ports = Ports(**{k: v for k, v in self.ports.items()
                                   if k in Ports.__dataclass_fields__})
+        if isinstance(self.cloud_ports, dict):
+            self.cloud_ports = api_ports.CloudPorts(**self.cloud_ports)
         if self.profile not in PROFILES:
             raise ValueError('unknown lab profile %r; expected one of %s'
                              % (self.profile, ', '.join(PROFILES)))
@@ -160,6 +170,15 @@ class Settings(SavedState):
     @property
     def database_name(self):
         return self.name.replace('-', '_') + '_ironic'
+
+    @property
+    def cloud_prefix(self):
+        """Prefix of the cloud profile's databases (``<prefix>_nova``...)."""
+        return self.name.replace('-', '_') + '_cloud'
+
+    @property
+    def is_cloud(self):
+        return self.profile == PROFILE_CLOUD
 
     def conductor_process(self, index):
         """Process name of conductor ``index`` (0 = the first)."""

@@ -11,7 +11,7 @@
 # under the License.
 
 """Configuration files of the cloud's services, rendered like ironic.conf
-(bmc_lab.ironic_conf): dictionaries written by configparser.
+(bmc_lab.inifile): dictionaries written by configparser.
 
 Every function takes a ``bmc_lab.cloud.layout.Cloud``: its state
 directory, ports, database prefix, RabbitMQ transport URL and the URL of
@@ -20,7 +20,7 @@ one worker; services authenticate to each other with passwords.
 """
 
 from bmc_lab.cloud import layout
-from bmc_lab import ironic_conf
+from bmc_lab import inifile
 
 HEADER = ('# Written by bmc-lab for the cloud profile (%s); do not edit, '
           'it is rewritten by bmc_lab.cloud.services.up.\n')
@@ -143,6 +143,10 @@ def nova(cloud):
             'workers': '1',
             # Maps a new nova-compute to cell1 without nova-manage.
             'discover_hosts_in_cells_interval': '30',
+            # No reschedule of a failed build: the server's fault is then
+            # the deploy's own error (e.g. which image property is
+            # wrong), not "Exceeded maximum number of retries".
+            'max_attempts': '1',
         },
         'keystone_authtoken': authtoken(cloud, 'nova'),
         'service_user': service_user,
@@ -216,4 +220,4 @@ def render_all(cloud):
 
 
 def _write(conf, what):
-    return ironic_conf.ini_text(conf, HEADER % what)
+    return inifile.ini_text(conf, HEADER % what)

@@ -135,3 +135,9 @@ class Cloud(lab_settings.SavedState):
                 'password': self.password, 'project_name': project,
                 'user_domain_name': 'Default',
                 'project_domain_name': 'Default'}
+
+    def system_auth(self):
+        """The admin's, scoped to the system (Ironic's operator API)."""
+        return {'auth_url': self.keystone_url, 'username': 'admin',
+                'password': self.password, 'user_domain_name': 'Default',
+                'system_scope': 'all'}

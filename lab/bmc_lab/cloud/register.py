@@ -56,6 +56,15 @@ def connect(cloud, username='admin', project='admin', **kwargs):
         region_name=layout.REGION, interface='public', **kwargs)
 
 
+def connect_system(cloud):
+    """A connection of the admin with a system-scoped token: Ironic's
+    operator API (drivers, node creation, deploy templates) asks for
+    system scope, Placement refuses it."""
+    return openstack.connection.Connection(
+        auth_type='password', auth=cloud.system_auth(),
+        region_name=layout.REGION, interface='public')
+
+
 def register(cloud):
     """Register everything; return {what: id}."""
     ids = identity(cloud)
@@ -156,11 +165,58 @@ def _network(conn):
     return {'network': net.id, 'subnet': subnet.id}
 
 
-def _flavor(conn):
-    flavor = _find(conn.compute.find_flavor, FLAVOR)
+def _flavor(conn, name=FLAVOR, specs=None):
+    flavor = _find(conn.compute.find_flavor, name)
     if flavor is None:
         # Tenants may not boot flavors with disk 0 (volume-backed only).
         flavor = conn.compute.create_flavor(
-            name=FLAVOR, ram=2048, vcpus=1, disk=1, is_public=True)
-    conn.compute.create_flavor_extra_specs(flavor, FLAVOR_SPECS)
+            name=name, ram=2048, vcpus=1, disk=1, is_public=True)
+    conn.compute.create_flavor_extra_specs(flavor, specs or FLAVOR_SPECS)
     return flavor.id
+
+
+def tunables_flavor(conn, profile, trait):
+    """Flavor ``bm.container.<profile>``: a node with ``trait``, whose
+    deploy template of the same name applies the tunables profile."""
+    specs = dict(FLAVOR_SPECS)
+    specs['trait:%s' % trait] = 'required'
+    return _flavor(conn, '%s.%s' % (FLAVOR, profile), specs)
+
+
+def placement_inventory(conn, node_id):
+    """Inventory of an Ironic node's resource provider: {class: total},
+    or None while Placement has none (``conn``: project scope)."""
+    try:
+        rp = conn.placement.get_resource_provider(node_id)
+    except openstack.exceptions.NotFoundException:
+        return None
+    return {inv.resource_class: inv.total
+            for inv in conn.placement.resource_provider_inventories(rp)}
+
+
+def placement_offer(conn, node_id):
+    """What Placement would give a new server of an Ironic node now.
+
+    None while the node has no resource provider; else ``{'free': n,
+    'traits': set}`` where ``free`` counts RESOURCE_CLASS units neither
+    reserved nor allocated.  Nova's ironic driver reserves a node's whole
+    inventory while it is not ``available`` and lifts that only at its
+    next resource update (every minute), so a node that Ironic already
+    shows ``available`` after a delete may not be schedulable yet; the
+    scheduler says NoValidHost in that window.
+    """
+    try:
+        rp = conn.placement.get_resource_provider(node_id)
+    except openstack.exceptions.NotFoundException:
+        return None
+    inventory = {inv.resource_class: inv
+                 for inv in conn.placement.resource_provider_inventories(rp)}
+    inv = inventory.get(RESOURCE_CLASS)
+    if inv is None:
+        return {'free': 0, 'traits': set()}
+    base = '/resource_providers/%s' % node_id
+    usages = conn.placement.get(base + '/usages').json()['usages']
+    traits = conn.placement.get(base + '/traits',
+                                microversion='1.6').json()['traits']
+    free = inv.total - (inv.reserved or 0) - usages.get(RESOURCE_CLASS, 0)
+    return {'free': max(free, 0), 'traits': set(traits)}

@@ -286,8 +286,8 @@ def _wait_rpc(cloud, name, queue, proc, timeout=180):
 def start_compute(cloud, python=None, timeout=180):
     """Start nova-compute (Ironic driver): only once the Ironic API at
     ``cloud.ironic_api_url`` is up and the cloud is registered.  Returns
-    once it consumes its RPC queue; Placement learns of Ironic's nodes
-    about a minute later."""
+    once it consumes its RPC queue and its host is mapped to cell1;
+    Placement learns of Ironic's nodes about a minute later."""
     python = python or venv.ensure()
     proc = procs.spawn(cloud, 'nova-compute', [
         _bin(python, 'nova-compute'), '--config-file',
@@ -295,6 +295,13 @@ def start_compute(cloud, python=None, timeout=180):
     t0 = time.monotonic()
     _wait_rpc(cloud, 'nova-compute', 'compute.%s' % cloud.nova_host, proc,
               timeout=timeout)
+    # Map the new compute host to cell1 now: until then (the scheduler
+    # does it every 30 s) a build fails with "Host ... is not mapped to
+    # any cell".  Its service record exists once it consumes RPC.
+    procs.run([_bin(python, 'nova-manage'), '--config-file',
+               cloud.etc('nova', 'nova.conf'), 'cell_v2', 'discover_hosts',
+               '--by-service'], 'nova-manage cell_v2 discover_hosts',
+              log_path=cloud.log('nova-manage.log'), env=_ENV, timeout=120)
     cloud.timings['nova-compute-ready'] = round(time.monotonic() - t0, 1)
     cloud.save()
     return proc

@@ -39,6 +39,13 @@ LAB_DIR = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 REQUIREMENTS = os.path.join(LAB_DIR, 'requirements-cloud.txt')
 CONSTRAINTS = os.path.join(LAB_DIR, 'constraints-cloud.txt')
+#: Virtualenvs: name -> (requirements, constraints).  Horizon has one of
+#: its own: its Django and XStatic packages are not the services' concern.
+SETS = {
+    'cloud': (REQUIREMENTS, CONSTRAINTS),
+    'horizon': (os.path.join(LAB_DIR, 'requirements-horizon.txt'),
+                os.path.join(LAB_DIR, 'constraints-horizon.txt')),
+}
 #: What may not leak from the caller's environment into pip: tox sets
 #: PIP_CONSTRAINT (another constraints file) and PIP_ONLY_BINARY (two of
 #: the cloud's dependencies, ovs and simplegeneric, are sdists only).
@@ -54,10 +61,11 @@ def default_cache():
     return os.environ.get('BMC_CLOUD_CACHE') or DEFAULT_CACHE
 
 
-def key():
-    """Directory name of the virtualenv for the current requirements."""
+def key(name='cloud'):
+    """Directory name of virtualenv ``name`` for its current
+    requirements."""
     digest = hashlib.sha256()
-    for path in (REQUIREMENTS, CONSTRAINTS):
+    for path in SETS[name]:
         if not os.path.exists(path):
             raise procs.LabError('%s is missing: the cloud profile runs '
                                  'from a source checkout of the lab (pip '
@@ -65,46 +73,48 @@ def key():
         with open(path, 'rb') as f:
             digest.update(f.read())
         digest.update(b'\0')
-    return 'py%d.%d-%s' % (sys.version_info[:2] + (digest.hexdigest()[:16],))
+    prefix = '' if name == 'cloud' else name + '-'
+    return prefix + 'py%d.%d-%s' % (sys.version_info[:2]
+                                    + (digest.hexdigest()[:16],))
 
 
-def pip_log(cache=None):
+def pip_log(cache=None, name='cloud'):
     """The log of the last build for the current requirements."""
-    return os.path.join(cache or default_cache(), key() + '.pip.log')
+    return os.path.join(cache or default_cache(), key(name) + '.pip.log')
 
 
 def python_of(venv_dir):
     return os.path.join(venv_dir, 'bin', 'python')
 
 
-def find(cache=None):
+def find(cache=None, name='cloud'):
     """The Python of a complete virtualenv for these requirements, or
     None (nothing is built)."""
-    link = os.path.join(cache or default_cache(), key())
+    link = os.path.join(cache or default_cache(), key(name))
     python = python_of(link)
     if os.path.islink(link) and os.access(python, os.X_OK):
         return python
     return None
 
 
-def ensure(cache_dir=None, out=None):
-    """Return the Python executable of the cloud virtualenv, building it
-    first if the cache has none for the current requirements.
+def ensure(cache_dir=None, out=None, name='cloud'):
+    """Return the Python executable of virtualenv ``name`` (see SETS),
+    building it first if the cache has none for its current requirements.
 
     ``out``: called with progress messages (a build takes minutes).
     """
     cache = os.path.abspath(cache_dir or default_cache())
-    python = find(cache)
+    python = find(cache, name)
     if python:
         return python
     os.makedirs(cache, exist_ok=True)
     with open(os.path.join(cache, '.lock'), 'w') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)    # another build may be running
-        python = find(cache)
+        python = find(cache, name)
         if python:
             return python
         _remove_unfinished(cache)
-        return _build(cache, out)
+        return _build(cache, out, name)
 
 
 def _remove_unfinished(cache):
@@ -120,22 +130,23 @@ def _remove_unfinished(cache):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _build(cache, out):
-    name = key()
+def _build(cache, out, set_name):
+    name = key(set_name)
+    requirements, constraints = SETS[set_name]
     target = tempfile.mkdtemp(prefix='build-%s-' % name, dir=cache)
     os.chmod(target, 0o755)
-    log_path = pip_log(cache)
+    log_path = pip_log(cache, set_name)
     env = {k: v for k, v in os.environ.items() if k not in _PIP_ENV_DROP}
     env['PIP_DISABLE_PIP_VERSION_CHECK'] = '1'
     if out:
-        out('building the cloud virtualenv in %s (a few minutes; pip log: '
-            '%s)' % (target, log_path))
+        out('building the %s virtualenv in %s (a few minutes; pip log: '
+            '%s)' % (set_name, target, log_path))
     started = time.monotonic()
     with open(log_path, 'w') as log:
         for step, argv in (
                 ('python3 -m venv', [sys.executable, '-m', 'venv', target]),
                 ('pip install', [python_of(target), '-m', 'pip', 'install',
-                                 '-c', CONSTRAINTS, '-r', REQUIREMENTS])):
+                                 '-c', constraints, '-r', requirements])):
             log.write('$ %s\n' % ' '.join(argv))
             log.flush()
             try:
@@ -151,8 +162,8 @@ def _build(cache, out):
             if code != 0:
                 shutil.rmtree(target, ignore_errors=True)
                 raise procs.LabError(
-                    'building the cloud virtualenv failed (%s: exit %s); '
-                    'see %s' % (step, code, log_path))
+                    'building the %s virtualenv failed (%s: exit %s); '
+                    'see %s' % (set_name, step, code, log_path))
     # Complete: publish it under its key (rename of a fresh link).
     link = os.path.join(cache, name)
     tmp_link = link + '.tmp'
@@ -163,5 +174,6 @@ def _build(cache, out):
         shutil.rmtree(link)
     os.replace(tmp_link, link)
     if out:
-        out('cloud virtualenv ready in %.0fs' % (time.monotonic() - started))
+        out('%s virtualenv ready in %.0fs' % (set_name,
+                                              time.monotonic() - started))
     return python_of(link)

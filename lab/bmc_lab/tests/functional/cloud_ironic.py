@@ -23,8 +23,8 @@ import sys
 import time
 
 from bmc_lab.cloud import configs
-from bmc_lab.cloud import layout
-from bmc_lab import ironic_conf
+from bmc_lab.cloud import register
+from bmc_lab import inifile
 from bmc_lab import procs
 
 NAME = 'ironic'
@@ -75,7 +75,7 @@ def render(cloud, port):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     os.makedirs(cloud.data('ironic', 'locks'), exist_ok=True)
     with open(path, 'w') as f:
-        f.write(ironic_conf.ini_text(conf, '# The functional test\'s '
+        f.write(inifile.ini_text(conf, '# The functional test\'s '
                                      'Ironic in front of the cloud.\n'))
     return path
 
@@ -99,23 +99,10 @@ def stop(cloud):
     return procs.stop(cloud, NAME)
 
 
-def system_admin(cloud):
-    """openstacksdk connection with a system-scoped admin token: Ironic's
-    driver and node-creation policies require system scope."""
-    auth = cloud.auth()
-    for key in ('project_name', 'project_domain_name'):
-        del auth[key]
-    auth['system_scope'] = 'all'
-    import openstack
-    return openstack.connection.Connection(
-        auth_type='password', auth=auth, interface='public',
-        region_name=layout.REGION)
-
-
 def enroll_fake_node(cloud, name, timeout=120):
     """One fake-hardware node, available and powered off (a node whose
     power state is unknown is reported reserved by nova)."""
-    conn = system_admin(cloud)
+    conn = register.connect_system(cloud)
     deadline = time.monotonic() + timeout
     while True:     # the conductor registers its drivers after start-up
         if any(d.name == 'fake-hardware' for d in conn.baremetal.drivers()):
@@ -134,15 +121,3 @@ def enroll_fake_node(cloud, name, timeout=120):
     conn.baremetal.set_node_power_state(node, 'power off', wait=True,
                                         timeout=timeout)
     return conn.baremetal.get_node(node.id)
-
-
-def placement_inventory(conn, node_id):
-    """Inventory of the node's resource provider: {class: total}, or None
-    while Placement has no provider for it."""
-    import openstack
-    try:
-        rp = conn.placement.get_resource_provider(node_id)
-    except openstack.exceptions.NotFoundException:
-        return None
-    return {inv.resource_class: inv.total
-            for inv in conn.placement.resource_provider_inventories(rp)}

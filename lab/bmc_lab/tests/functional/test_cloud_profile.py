@@ -172,7 +172,7 @@ def test_cloud_profile(cloud_python, state_dir, tmp_path):
     MEASURED['nova_compute_ready_seconds'] = round(time.monotonic() - t0, 1)
 
     def reported():
-        inv = cloud_ironic.placement_inventory(admin, node.id)
+        inv = register.placement_inventory(admin, node.id)
         return inv if inv and inv.get(register.RESOURCE_CLASS) else None
 
     inventory = _wait('node %s in Placement with %s (see %s)' % (
@@ -180,6 +180,9 @@ def test_cloud_profile(cloud_python, state_dir, tmp_path):
         reported, PLACEMENT_TIMEOUT)
     MEASURED['node_in_placement_seconds'] = round(time.monotonic() - t0, 1)
     assert inventory == {register.RESOURCE_CLASS: 1}
+    # Available and unused: nothing reserved, nothing allocated.
+    offer = register.placement_offer(admin, node.id)
+    assert offer['free'] == 1, offer
 
     rss = services.rss(cloud)
     rss['ironic'] = services.session_rss(

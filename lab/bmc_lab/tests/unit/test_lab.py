@@ -74,6 +74,54 @@ def test_scaled_profile_conf(tmp_path):
         'mysql+pymysql://root@127.0.0.1:3306/x_y_ironic?charset=utf8'
 
 
+def test_embedded_profile_has_no_keystone(settings):
+    conf = _conf(settings)
+    assert conf['DEFAULT']['auth_strategy'] == 'noauth'
+    for section in ('keystone_authtoken', 'glance', 'nova'):
+        assert not conf.has_section(section), section
+
+
+def test_cloud_profile_conf(tmp_path):
+    from bmc_lab.cloud import ports as cloud_ports
+    settings = lab_settings.Settings(
+        state_dir=str(tmp_path), profile='cloud', name='lab-c',
+        cloud_ports=cloud_ports.CloudPorts.shifted(7))
+    conf = _conf(settings)
+    keystone = 'http://127.0.0.1:5007/v3'
+    assert conf['DEFAULT']['auth_strategy'] == 'keystone'
+    # Without it Nova's "ironic" user sees no node.
+    assert conf['DEFAULT']['rbac_service_role_elevated_access'] == 'true'
+    # The embedded Ironic still: sqlite, no RPC bus.
+    assert conf['DEFAULT']['rpc_transport'] == 'none'
+    assert conf['keystone_authtoken']['www_authenticate_uri'] == keystone
+    for section in ('keystone_authtoken', 'glance', 'nova',
+                    'service_catalog'):
+        assert conf[section]['auth_url'] == keystone, section
+        assert conf[section]['username'] == 'ironic', section
+    # Agents still reach the API at the host's guest-side address.
+    assert conf['service_catalog']['endpoint_override'] == \
+        'http://10.0.2.100:6385'
+    assert conf['nova']['send_power_notifications'] == 'true'
+    assert settings.cloud_prefix == 'lab_c_cloud'
+    settings.save()
+    assert lab_settings.Settings.load(str(tmp_path)) == settings
+
+
+def test_cloud_profile_runs_one_conductor(tmp_path):
+    with pytest.raises(ValueError, match='conductors=2: the cloud profile'):
+        lab_settings.Settings(state_dir=str(tmp_path), profile='cloud',
+                              conductors=2)
+
+
+def test_tenant_demo_needs_the_cloud_profile(tmp_path, capsys):
+    from bmc_lab import cli
+    rc = cli.main(['--state-dir', str(tmp_path), 'demo', '--tenant',
+                   '--profile', 'scaled'])
+    assert rc != 0
+    assert '--tenant runs through Nova: it needs --profile cloud, not ' \
+        'scaled' in capsys.readouterr().err
+
+
 
 def test_several_conductors_need_the_scaled_profile(tmp_path):
     with pytest.raises(ValueError, match='conductors=2: the embedded '
@@ -198,3 +246,31 @@ def test_cpio_is_readable(tmp_path):
     res = subprocess.run(['cpio', '-t'], input=data, capture_output=True)
     assert res.returncode == 0
     assert res.stdout.split() == [b'bin', b'bin/hello']
+
+
+def test_horizon_settings_stay_in_the_state_dir(tmp_path):
+    import ast
+    from bmc_lab.cloud import horizon
+    from bmc_lab.cloud import layout
+    from bmc_lab.cloud import ports as cloud_ports
+    from bmc_lab.cloud import venv
+    cloud = layout.Cloud(state_dir=str(tmp_path), prefix='t',
+                         ironic_api_url='http://127.0.0.1:1',
+                         ports=cloud_ports.CloudPorts.shifted(3))
+    path = horizon.write_settings(cloud)
+    assert path == str(tmp_path / 'etc' / 'horizon' / 'local' /
+                       'local_settings.py')
+    assert (tmp_path / 'etc' / 'horizon' / 'local' / '__init__.py').exists()
+    values = {}
+    for node in ast.parse(open(path).read()).body:
+        if isinstance(node, ast.Assign):
+            values[node.targets[0].id] = ast.literal_eval(node.value)
+    assert values['OPENSTACK_KEYSTONE_URL'] == 'http://127.0.0.1:5003/v3'
+    # Horizon writes a secret key file into its package unless one is set.
+    assert len(values['SECRET_KEY']) >= 32
+    assert values['STATIC_ROOT'].startswith(str(tmp_path))
+    assert values['LAUNCH_INSTANCE_DEFAULTS'] == {'create_volume': False}
+    assert horizon.url(cloud) == 'http://127.0.0.1:8003'
+    # Its virtualenv is keyed apart from the services' one.
+    assert venv.key('horizon').startswith('horizon-py')
+    assert not venv.key('cloud').startswith('horizon')

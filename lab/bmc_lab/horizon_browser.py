@@ -1,0 +1,158 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A tenant at Horizon, in a real browser: Debian's headless Chromium
+driven by Selenium through Debian's chromedriver (never a downloaded
+driver: SE_OFFLINE).
+
+``launch`` does what a person does: log in, Project -> Compute ->
+Instances -> Launch Instance, a name, the image under Source, the flavor
+under Flavor (the one shared network is already allocated), Launch
+Instance; then waits until the instance's row says Active.  Screenshots
+of each step go to ``shots_dir``.
+"""
+
+import os
+import time
+
+from selenium.common import exceptions as se_exc
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+from bmc_lab import procs
+
+CHROMIUM = '/usr/bin/chromium'
+CHROMEDRIVER = '/usr/bin/chromedriver'
+_MODAL = "//div[contains(@class,'modal')]"
+
+
+class Browser:
+    def __init__(self, base_url, shots_dir, timeout=60):
+        for path, package in ((CHROMIUM, 'chromium'),
+                              (CHROMEDRIVER, 'chromium-driver')):
+            if not os.access(path, os.X_OK):
+                raise procs.LabError('%s is missing: install the Debian '
+                                     'package %s (tools/host-setup.sh does)'
+                                     % (path, package))
+        os.environ['SE_OFFLINE'] = 'true'   # Selenium Manager: no downloads
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = CHROMIUM
+        for arg in ('--headless=new', '--no-sandbox', '--disable-gpu',
+                    '--window-size=1400,1000', '--no-proxy-server'):
+            opts.add_argument(arg)
+        self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER),
+                                       options=opts)
+        self.base_url = base_url.rstrip('/')
+        self.shots_dir = shots_dir
+        self.shots = []
+        self.wait = WebDriverWait(self.driver, timeout)
+        os.makedirs(shots_dir, exist_ok=True)
+
+    def close(self):
+        self.driver.quit()
+
+    def shot(self, name):
+        path = os.path.join(self.shots_dir, '%02d-%s.png'
+                            % (len(self.shots) + 1, name))
+        self.driver.save_screenshot(path)
+        self.shots.append(path)
+        return path
+
+    def login(self, username, password):
+        d = self.driver
+        d.get(self.base_url + '/auth/login/')
+        d.find_element(By.ID, 'id_username').send_keys(username)
+        d.find_element(By.ID, 'id_password').send_keys(password)
+        d.find_element(By.ID, 'loginBtn').click()
+        try:
+            self.wait.until(EC.url_contains('/project'))
+        except se_exc.TimeoutException:
+            self.shot('login-failed')
+            raise procs.LabError('Horizon login as %s failed; see %s'
+                                 % (username, self.shots[-1]))
+
+    def _step(self, label):
+        self.driver.find_element(
+            By.XPATH, "%s//ul//a[normalize-space()='%s']"
+            % (_MODAL, label)).click()
+        time.sleep(1)
+
+    def _allocate(self, text):
+        """Click the allocate (arrow-up) button of the visible row that
+        shows ``text`` in the current wizard step."""
+        rows = [r for r in self.driver.find_elements(
+            By.XPATH, "%s//tr[.//td[normalize-space()='%s']]"
+            % (_MODAL, text)) if r.is_displayed()]
+        if not rows:
+            self.shot('not-offered-' + text)
+            raise procs.LabError('Horizon does not offer %r in the launch '
+                                 'wizard; see %s' % (text, self.shots[-1]))
+        rows[0].find_element(By.CSS_SELECTOR, 'button.fa-arrow-up').click()
+        time.sleep(1)
+
+    def launch(self, name, image, flavor):
+        """The Launch Instance wizard; returns when it has closed."""
+        d = self.driver
+        d.get(self.base_url + '/project/instances/')
+        self.wait.until(EC.element_to_be_clickable(
+            (By.CSS_SELECTOR, '#instances__action_launch-ng'))).click()
+        self.wait.until(EC.visibility_of_element_located(
+            (By.CSS_SELECTOR, '.modal input#name'))).send_keys(name)
+        self.shot('launch-details')
+        self._step('Source')
+        self._allocate(image)
+        self.shot('launch-source')
+        self._step('Flavor')
+        self._allocate(flavor)
+        self.shot('launch-flavor')
+        self._step('Networks')
+        self.shot('launch-networks')
+        d.find_element(By.XPATH, "%s//button[normalize-space()='Launch "
+                                 "Instance']" % _MODAL).click()
+        try:
+            self.wait.until(EC.invisibility_of_element_located(
+                (By.CSS_SELECTOR, '.modal-dialog')))
+        except se_exc.TimeoutException:
+            self.shot('launch-not-accepted')
+            raise procs.LabError('the Launch Instance wizard did not close; '
+                                 'see %s' % self.shots[-1])
+
+    def instance_status(self, name):
+        """The Status column of instance ``name`` in Project ->
+        Instances, or None while it is not listed."""
+        d = self.driver
+        d.get(self.base_url + '/project/instances/')
+        rows = d.find_elements(
+            By.XPATH, "//table[@id='instances']//tr[.//a[normalize-space()="
+                      "'%s']]" % name)
+        if not rows:
+            return None
+        cell = rows[0].find_elements(By.CSS_SELECTOR, "td.status_up, "
+                                     "td.status_down, td.status_unknown")
+        return cell[0].text.strip() if cell else None
+
+    def wait_status(self, name, status, timeout=900, poll=10):
+        deadline = time.monotonic() + timeout
+        seen = None
+        while time.monotonic() < deadline:
+            seen = self.instance_status(name)
+            if seen == status:
+                return seen
+            if seen == 'Error':
+                break
+            time.sleep(poll)
+        self.shot('instance-%s' % (seen or 'missing').lower())
+        raise procs.LabError('instance %s is %s in Horizon, not %s; see %s'
+                             % (name, seen, status, self.shots[-1]))

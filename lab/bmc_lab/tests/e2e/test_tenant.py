@@ -1,0 +1,191 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The tenant path on a real QEMU node: Glance image -> Nova -> Ironic.
+
+The lab's cloud profile (Keystone, Glance, Placement, Nova with the
+ironic driver, the Neutron API) in front of the lab's Ironic, on the e2e
+ports (cloud ports + 20000).  The tenant "demo", with its own
+credentials, uploads a Glance image whose properties name the container
+and boots a server; nothing is set on the node by hand.
+"""
+
+import time
+
+import pytest
+
+from bmc_lab import agent
+from bmc_lab.cloud import horizon
+from bmc_lab.cloud import ports as cloud_ports
+from bmc_lab.cloud import profile as cloud_profile
+from bmc_lab.cloud import register
+from bmc_lab import container_job
+from bmc_lab import control
+from bmc_lab import horizon_browser
+from bmc_lab import procs
+from bmc_lab import settings as lab_settings
+from bmc_lab import tenant_job
+from bmc_lab.tests import labfixture
+from ironic_bmc import image_properties
+
+
+@pytest.fixture(scope='module')
+def lab():
+    settings = labfixture.lab_settings_for(
+        'e2e', profile=lab_settings.PROFILE_CLOUD,
+        cloud_ports=cloud_ports.CloudPorts.shifted(20000))
+    control.up(settings)
+    try:
+        settings = lab_settings.Settings.load(settings.state_dir)
+        agent.ensure(settings)
+        reference = container_job.push_demo_image(settings)
+        tenant_job.wait_for_nodes(settings)
+        yield settings, reference
+    finally:
+        control.down(settings)
+
+
+#: Screenshots of the Horizon test: kept after the run (test artifacts).
+SHOTS_DIR = 'horizon-screenshots'
+
+
+def _node_clean(settings, node_id):
+    node = cloud_profile.admin(settings).baremetal.get_node(node_id)
+    assert node.provision_state == 'available'
+    assert node.power_state == 'power off'
+    assert node.instance_id is None
+    assert image_properties.SNAPSHOT_KEY not in node.driver_internal_info
+    return node
+
+
+def test_tenant_runs_a_job_through_nova(lab):
+    settings, reference = lab
+    image = tenant_job.create_image(
+        settings, 'e2e-tenant-job', reference, container_mode='job',
+        container_env={'DEMO_MESSAGE': 'from a Glance property'})
+    t0 = time.monotonic()
+    server = tenant_job.boot(settings, 'e2e-tenant-job', image.id)
+    print('server create -> %s: %.1fs' % (server.status,
+                                          time.monotonic() - t0))
+    node = tenant_job.node_of(settings, server.id)
+    # Nova set only the image's UUID; the deploy read the rest from
+    # Glance and kept it while the node is deployed.
+    assert node.instance_info['image_source'] == image.id
+    assert 'container_image' not in node.instance_info
+    assert node.deploy_interface == 'container'
+    snap = node.driver_internal_info[image_properties.SNAPSHOT_KEY]
+    assert snap['container_image'] == reference
+    assert snap['container_mode'] == 'job'
+
+    report = container_job.wait_report(settings, name=node.name)
+    print(container_job.format_report(report))
+    assert report['image'] == reference
+    assert report['workload_exit_code'] == 0
+    assert 'message:  from a Glance property' in report['output_tail']
+    # The job ended, Ironic powered the node off and told Nova.
+    final = tenant_job.wait_server(settings, server.id, 'SHUTOFF', 300)
+    assert final.status == 'SHUTOFF'
+
+    tenant_job.delete(settings, server.id)
+    assert tenant_job.server_status(settings, server.id) is None
+    _node_clean(settings, node.id)
+
+
+def test_flavor_trait_selects_tunables(lab):
+    """A flavor requiring CUSTOM_BMC_TUNABLES_THP_NEVER: Nova passes the
+    trait, Ironic's deploy template of that name runs bmc_apply_tunables
+    with the profile, and the node reads the knob back."""
+    settings, reference = lab
+    image = tenant_job.create_image(settings, 'e2e-tenant-thp', reference,
+                                    container_mode='job')
+    server = tenant_job.boot(settings, 'e2e-tenant-thp', image.id,
+                             flavor='bm.container.thp-never')
+    node = tenant_job.node_of(settings, server.id)
+    assert node.instance_info['traits'] == ['CUSTOM_BMC_TUNABLES_THP_NEVER']
+    report = container_job.wait_report(settings, name=node.name)
+    thp = report['tunables']['thp']
+    assert (thp['requested'], thp['actual'], thp['ok']) == (
+        'never', 'never', True), thp
+    tenant_job.delete(settings, server.id)
+    _node_clean(settings, node.id)
+
+
+def test_tenant_launches_from_horizon(lab):
+    """Horizon in headless Chromium: the tenant logs in, launches an
+    instance from the container image with the bare-metal flavor through
+    Project -> Instances -> Launch Instance, and sees it Active."""
+    settings, reference = lab
+    cloud = cloud_profile.loaded(settings)
+    # A service that keeps running, so the instance stays Active.
+    image = tenant_job.create_image(
+        settings, 'e2e-horizon-app', reference, container_mode='service',
+        container_command=['/bin/sleep', '3600'])
+    shots = settings.path(SHOTS_DIR)
+    browser = horizon_browser.Browser(horizon.url(cloud), shots)
+    try:
+        browser.login(register.DEMO, cloud.password)
+        t0 = time.monotonic()
+        browser.launch('e2e-horizon', image.name, register.FLAVOR)
+        browser.wait_status('e2e-horizon', 'Active', timeout=900)
+        print('Horizon launch -> Active: %.1fs' % (time.monotonic() - t0))
+        browser.shot('instance-active')
+    finally:
+        browser.close()
+    print('screenshots: %s' % ', '.join(browser.shots))
+    assert len(browser.shots) >= 5
+    conn = cloud_profile.tenant(settings)
+    server = conn.compute.find_server('e2e-horizon', ignore_missing=False)
+    node = tenant_job.node_of(settings, server.id)
+    assert node.instance_info['image_source'] == image.id
+    report = container_job.wait_report(settings, name=node.name,
+                                       states=('running',))
+    assert report['mode'] == 'service'
+    tenant_job.delete(settings, server.id)
+    _node_clean(settings, node.id)
+
+
+@pytest.mark.parametrize('props,expected', [
+    ({'container_command': 'not a list'},
+     'property container_command of Glance image {image} must be a JSON '
+     'list of strings'),
+    # Operator-only: a file:// URL would read the conductor's disk.
+    ({'kernel': 'file:///etc/shadow'},
+     'Glance image {image}: property kernel may only be set by the '
+     'operator'),
+    ({'container_image': None},
+     'Glance image {image} has no container_image property'),
+], ids=['bad-command', 'operator-only-key', 'no-container-image'])
+def test_bad_image_fails_the_server_and_loses_nothing(lab, props,
+                                                      expected):
+    """What a tenant cannot use: the server goes to ERROR with a fault
+    that says why; the node is powered off and available, nothing of the
+    run stays."""
+    settings, reference = lab
+    props = dict(props)
+    image = tenant_job.create_image(
+        settings, 'e2e-tenant-bad', props.pop('container_image', reference),
+        container_mode='job', **props)
+    with pytest.raises(procs.LabError) as err:
+        tenant_job.boot(settings, 'e2e-tenant-bad', image.id, timeout=600)
+    # The server was created from this very image (names repeat).
+    assert image.id in str(err.value)
+    message = str(err.value)
+    print(message)
+    assert 'went to ERROR' in message
+    assert expected.format(image=image.id) in message, message
+    assert 'file:///etc/shadow' not in message
+    conn = cloud_profile.tenant(settings)
+    server = conn.compute.find_server('e2e-tenant-bad', ignore_missing=False)
+    conn.compute.delete_server(server)
+    conn.compute.wait_for_delete(server, wait=300)
+    for n in tenant_job.wait_available(settings, timeout=300):
+        _node_clean(settings, n.id)
