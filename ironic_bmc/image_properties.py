@@ -44,6 +44,9 @@ TENANT_KEYS = (protocol.II_IMAGE, protocol.II_COMMAND, protocol.II_ENV,
                protocol.II_MODE, protocol.II_ROOTFS, protocol.II_TUNABLES)
 #: Glance image properties naming boot files -> the instance_info key.
 BOOT_IMAGE_KEYS = {'kernel_id': 'kernel', 'ramdisk_id': 'ramdisk'}
+#: The Glance disk_format of a kernel / ramdisk a tenant names (Glance's
+#: and Ironic's convention for partition images' boot files).
+BOOT_IMAGE_FORMATS = {'kernel': 'aki', 'ramdisk': 'ari'}
 #: Keys only the operator may set (in instance_info), refused as image
 #: properties.
 OPERATOR_KEYS = ('kernel', 'ramdisk', 'kernel_modules', 'image_pull_secret',
@@ -117,10 +120,36 @@ def effective(node):
 
 def where(node, key):
     """Name where ``key`` comes from, for an error message."""
-    info = node.instance_info or {}
-    snap = node.driver_internal_info.get(SNAPSHOT_KEY) or {}
-    if info.get(key) in (None, '') and key in snap:
+    if from_image(node, key):
         prop = {v: k for k, v in BOOT_IMAGE_KEYS.items()}.get(key, key)
         return _('property %(prop)s of Glance image %(image)s') % {
             'prop': prop, 'image': glance_image(node)}
     return 'instance_info/%s' % key
+
+
+def from_image(node, key):
+    """True if ``key`` is in force from the Glance image (the tenant's),
+    not from instance_info (the operator's)."""
+    info = node.instance_info or {}
+    snap = node.driver_internal_info.get(SNAPSHOT_KEY) or {}
+    return info.get(key) in (None, '') and key in snap
+
+
+def check_boot_image(node, key, image_info):
+    """A tenant's kernel_id / ramdisk_id names a kernel / ramdisk.
+
+    ``image_info``: what Glance shows of that image.  Pointing kernel_id
+    at the container's own image (a common slip) would otherwise boot the
+    node into iPXE's "Exec format error".
+
+    :raises: InvalidParameterValue naming the property and both images.
+    """
+    wanted = BOOT_IMAGE_FORMATS[key]
+    found = image_info.get('disk_format')
+    if found != wanted:
+        raise exception.InvalidParameterValue(
+            _('%(where)s: image %(id)s is not a %(key)s (disk_format '
+              '%(found)s); upload the %(key)s with --disk-format %(wanted)s '
+              '--container-format %(wanted)s') % {
+                'where': where(node, key), 'id': image_info.get('id'),
+                'key': key, 'found': found, 'wanted': wanted})

@@ -35,6 +35,7 @@ import shutil
 from ironic.common import boot_devices
 from ironic.common import dhcp_factory
 from ironic.common import exception
+from ironic.common.glance_service import service_utils
 from ironic.common.i18n import _
 from ironic.common import image_publisher
 from ironic.common import image_service
@@ -112,13 +113,26 @@ def validate(task):
     for label, (href, _path) in images.items():
         key = {LABEL_KERNEL: 'kernel', LABEL_RAMDISK: 'ramdisk',
                LABEL_MODULES: 'kernel_modules'}[label]
+        tenants = image_properties.from_image(task.node, key)
+        info = None
         try:
-            image_service.get_image_service(
-                href, context=task.context).validate_href(href)
+            service = image_service.get_image_service(
+                href, context=task.context)
+            if service_utils.is_glance_image(href):
+                # Glance's service has no validate_href: show() is the
+                # check (not found, not visible to the caller).
+                info = service.show(href)
+            else:
+                service.validate_href(href)
         except exception.IronicException as exc:
             raise exception.InvalidParameterValue(
                 _('%(key)s %(href)s cannot be used: %(err)s')
-                % {'key': key, 'href': href, 'err': exc})
+                % {'key': (image_properties.where(task.node, key)
+                           if tenants else key),
+                   'href': href, 'err': exc})
+        if tenants and info is not None:
+            # kernel_id / ramdisk_id of the tenant's Glance image.
+            image_properties.check_boot_image(task.node, key, info)
 
 
 def prepare(task, ramdisk_params, extra_kernel_args=()):

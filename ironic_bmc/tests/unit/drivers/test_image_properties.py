@@ -145,6 +145,58 @@ class ImagePropertiesTestCase(base.ContainerDeployTestCase):
                                     task.driver.deploy.validate, task)
         self.assertIn(GLANCE_ID, str(exc))
 
+    def _validate_boot_images(self, mock_props, formats, missing=()):
+        """validate with kernel_id/ramdisk_id whose Glance images have
+        these disk formats; returns the exception, or None."""
+        mock_props.return_value = self._props(kernel_id=KERNEL_ID,
+                                              ramdisk_id=RAMDISK_ID)
+        # As Ironic's GlanceImageService: show(), no validate_href().
+        service = mock.Mock(spec=['show'])
+
+        def show(href):
+            if href in missing:
+                raise exception.ImageNotFound(image_id=href)
+            return {'id': href, 'disk_format': formats[href]}
+
+        service.show.side_effect = show
+        with mock.patch.object(boot_files.image_service,
+                               'get_image_service', autospec=True,
+                               return_value=service):
+            with task_manager.acquire(self.context,
+                                      self.node.uuid) as task:
+                image_properties.snapshot(task)
+                try:
+                    boot_files.validate(task)
+                except exception.InvalidParameterValue as exc:
+                    return exc
+        return None
+
+    def test_kernel_and_ramdisk_images_accepted(self, mock_props):
+        self.assertIsNone(self._validate_boot_images(
+            mock_props, {KERNEL_ID: 'aki', RAMDISK_ID: 'ari'}))
+
+    def test_kernel_id_that_is_not_a_kernel(self, mock_props):
+        # E.g. the container's own image named as the kernel.
+        exc = self._validate_boot_images(
+            mock_props, {KERNEL_ID: 'raw', RAMDISK_ID: 'ari'})
+        self.assertIn('property kernel_id of Glance image %s: image %s is '
+                      'not a kernel (disk_format raw)'
+                      % (GLANCE_ID, KERNEL_ID), str(exc))
+        self.assertIn('--disk-format aki', str(exc))
+
+    def test_ramdisk_id_that_is_not_a_ramdisk(self, mock_props):
+        exc = self._validate_boot_images(
+            mock_props, {KERNEL_ID: 'aki', RAMDISK_ID: 'aki'})
+        self.assertIn('property ramdisk_id of Glance image %s: image %s is '
+                      'not a ramdisk (disk_format aki)'
+                      % (GLANCE_ID, RAMDISK_ID), str(exc))
+
+    def test_kernel_id_that_does_not_exist(self, mock_props):
+        exc = self._validate_boot_images(
+            mock_props, {RAMDISK_ID: 'ari'}, missing=(KERNEL_ID,))
+        self.assertIn('property kernel_id of Glance image %s %s cannot be '
+                      'used' % (GLANCE_ID, KERNEL_ID), str(exc))
+
     @mock.patch.object(boot_files, 'clean_up', autospec=True)
     def test_snapshot_kept_for_the_run_and_dropped_at_clean_up(
             self, mock_clean, mock_props):
