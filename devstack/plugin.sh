@@ -604,6 +604,18 @@ function ironic_bmc_configure_tempest {
         driver=container-redfish
     fi
     iniset "$TEMPEST_CONFIG" baremetal_container driver "$driver"
+    local profiles
+    profiles=$(echo $IRONIC_BMC_TUNABLES_PROFILES | tr ' ' ',')
+    iniset "$TEMPEST_CONFIG" baremetal_container tunables_profiles "$profiles"
+    iniset "$TEMPEST_CONFIG" baremetal_container flavor "$IRONIC_BMC_FLAVOR"
+    # The scenario test: tenants' servers on devstack's private network,
+    # running the demo container (skipped when none is set).
+    iniset "$TEMPEST_CONFIG" baremetal_container network \
+        "${PRIVATE_NETWORK_NAME:-private}"
+    if [[ -n "$IRONIC_BMC_DEMO_IMAGE" ]]; then
+        iniset "$TEMPEST_CONFIG" baremetal_container container_image \
+            "$IRONIC_BMC_DEMO_IMAGE"
+    fi
 }
 
 # --- phases ------------------------------------------------------------------

@@ -30,6 +30,7 @@ import sys
 
 from bmc_lab import agent
 from bmc_lab import bench
+from bmc_lab.cloud import tempest_run
 from bmc_lab import container_job
 from bmc_lab import control
 from bmc_lab import procs
@@ -88,6 +89,10 @@ def _parser():
                    help='also remove the state directory and database')
     sub.add_parser('status', help='show what runs')
     sub.add_parser('smoke', help='ramdisk-deploy a tiny initrd on node 0')
+    t = sub.add_parser('tempest', help='run the tempest plugin (tempest/) '
+                       'against the cloud profile')
+    t.add_argument('--regex', default=tempest_run.DEFAULT_REGEX,
+                   help='tests to run (default: all of the plugin)')
     return p
 
 
@@ -144,7 +149,8 @@ def _demo(args):
 
 def main(argv=None):
     args = _parser().parse_args(argv)
-    if os.geteuid() != 0 and args.command in ('up', 'demo', 'bench', 'down'):
+    if os.geteuid() != 0 and args.command in ('up', 'demo', 'bench', 'down',
+                                              'tempest'):
         print('bmc-lab needs root (libvirtd and QEMU run as root).',
               file=sys.stderr)
         return 2
@@ -162,6 +168,9 @@ def main(argv=None):
             print(json.dumps(result, sort_keys=True))
         elif args.command == 'demo':
             return _demo(args)
+        elif args.command == 'tempest':
+            code, _, _ = tempest_run.run_on_lab(_loaded(args), args.regex)
+            return 0 if code == 0 else 1
         elif args.command == 'bench':
             control.up(_settings_from_args(args))
             return bench.main(_loaded(args))

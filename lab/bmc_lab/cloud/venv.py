@@ -45,6 +45,10 @@ SETS = {
     'cloud': (REQUIREMENTS, CONSTRAINTS),
     'horizon': (os.path.join(LAB_DIR, 'requirements-horizon.txt'),
                 os.path.join(LAB_DIR, 'constraints-horizon.txt')),
+    # tempest and ironic-tempest-plugin: a client of the cloud, never
+    # beside the services it tests.
+    'tempest': (os.path.join(LAB_DIR, 'requirements-tempest.txt'),
+                os.path.join(LAB_DIR, 'constraints-tempest.txt')),
 }
 #: What may not leak from the caller's environment into pip: tox sets
 #: PIP_CONSTRAINT (another constraints file) and PIP_ONLY_BINARY (two of
@@ -59,6 +63,14 @@ BUILD_TIMEOUT = 1800
 def default_cache():
     """$BMC_CLOUD_CACHE, else /var/tmp/bmc-cloud."""
     return os.environ.get('BMC_CLOUD_CACHE') or DEFAULT_CACHE
+
+
+def pip_env():
+    """The environment for pip: the caller's, without what must not leak
+    into a virtualenv of the lab (see _PIP_ENV_DROP)."""
+    env = {k: v for k, v in os.environ.items() if k not in _PIP_ENV_DROP}
+    env['PIP_DISABLE_PIP_VERSION_CHECK'] = '1'
+    return env
 
 
 def key(name='cloud'):
@@ -136,8 +148,7 @@ def _build(cache, out, set_name):
     target = tempfile.mkdtemp(prefix='build-%s-' % name, dir=cache)
     os.chmod(target, 0o755)
     log_path = pip_log(cache, set_name)
-    env = {k: v for k, v in os.environ.items() if k not in _PIP_ENV_DROP}
-    env['PIP_DISABLE_PIP_VERSION_CHECK'] = '1'
+    env = pip_env()
     if out:
         out('building the %s virtualenv in %s (a few minutes; pip log: '
             '%s)' % (set_name, target, log_path))

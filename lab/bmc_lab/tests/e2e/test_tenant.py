@@ -28,6 +28,7 @@ from bmc_lab.cloud import horizon
 from bmc_lab.cloud import ports as cloud_ports
 from bmc_lab.cloud import profile as cloud_profile
 from bmc_lab.cloud import register
+from bmc_lab.cloud import tempest_run
 from bmc_lab import container_job
 from bmc_lab import control
 from bmc_lab import horizon_browser
@@ -187,5 +188,28 @@ def test_bad_image_fails_the_server_and_loses_nothing(lab, props,
     server = conn.compute.find_server('e2e-tenant-bad', ignore_missing=False)
     conn.compute.delete_server(server)
     conn.compute.wait_for_delete(server, wait=300)
+    for n in tenant_job.wait_available(settings, timeout=300):
+        _node_clean(settings, n.id)
+
+
+#: The plugin's tests (tempest/): validation (3), Glance properties (6),
+#: deploy templates (3) and the scenario (1).
+TEMPEST_TESTS = 13
+
+
+def test_tempest_plugin_against_the_cloud(lab):
+    """``tempest run`` of the project's plugin with dynamic credentials:
+    API tests through the real Ironic API and a scenario where a tenant
+    boots a container image through Nova; none may be skipped."""
+    settings, reference = lab
+    t0 = time.monotonic()
+    code, counts, log = tempest_run.run_on_lab(settings)
+    with open(log) as f:
+        output = f.read()
+    print(output[-6000:])
+    print('tempest: %.0fs' % (time.monotonic() - t0))
+    assert code == 0, 'tempest failed; see %s' % log
+    assert counts == {'Passed': TEMPEST_TESTS, 'Skipped': 0, 'Failed': 0,
+                      'Expected Fail': 0, 'Unexpected Success': 0}, counts
     for n in tenant_job.wait_available(settings, timeout=300):
         _node_clean(settings, n.id)

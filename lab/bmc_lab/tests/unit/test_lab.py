@@ -274,3 +274,36 @@ def test_horizon_settings_stay_in_the_state_dir(tmp_path):
     # Its virtualenv is keyed apart from the services' one.
     assert venv.key('horizon').startswith('horizon-py')
     assert not venv.key('cloud').startswith('horizon')
+
+
+def test_tempest_conf_and_totals(tmp_path):
+    import configparser as cp
+    from bmc_lab.cloud import layout
+    from bmc_lab.cloud import ports as cloud_ports
+    from bmc_lab.cloud import tempest_run
+    from bmc_lab.cloud import venv
+    from bmc_lab import inifile
+    cloud = layout.Cloud(state_dir=str(tmp_path), prefix='t',
+                         ironic_api_url='http://127.0.0.1:1',
+                         ports=cloud_ports.CloudPorts.shifted(3))
+    parser = cp.ConfigParser(interpolation=None)
+    parser.read_string(inifile.ini_text(
+        tempest_run.conf(cloud, '127.0.0.1:5000/demo:1'), '# t\n'))
+    assert parser['identity']['uri_v3'] == 'http://127.0.0.1:5003/v3'
+    assert parser['auth']['admin_password'] == cloud.password
+    assert parser['baremetal_container']['container_image'] == \
+        '127.0.0.1:5000/demo:1'
+    assert parser['baremetal_container']['network'] == 'baremetal-net'
+    # ironic-tempest-plugin's base class skips unless a fake driver is
+    # configured; the nodes are enrolled with our hardware type.
+    assert parser['baremetal']['driver'] == 'fake-hardware'
+    assert parser['baremetal_container']['driver'] == 'container-ipmi'
+    assert venv.key('tempest').startswith('tempest-py')
+    summary = ('======\nTotals\n======\nRan: 11 tests in 300.0 sec.\n'
+               ' - Passed: 10\n - Skipped: 0\n - Expected Fail: 0\n'
+               ' - Unexpected Success: 0\n - Failed: 1\n'
+               'Sum of execute time for each test: 280.1 sec.\n')
+    assert tempest_run.totals(summary) == {
+        'Passed': 10, 'Skipped': 0, 'Expected Fail': 0,
+        'Unexpected Success': 0, 'Failed': 1}
+    assert tempest_run.totals('no summary') == {}
