@@ -18,10 +18,12 @@ from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.conf import CONF
 
+from bmc_common import protocol
 from ironic_bmc.image import cache as artifact_cache
 from ironic_bmc.image import layers
 from ironic_bmc.image import pipeline
 from ironic_bmc.image import reference
+from ironic_bmc import image_properties
 
 MiB = 1024 * 1024
 
@@ -96,10 +98,11 @@ def resolve(node, container):
     limit, why = size_limit(node)
     if resolved.layers_size > limit:
         raise exception.InvalidParameterValue(
-            _('image %(image)s has %(size)d MiB of compressed layers; node '
-              '%(node)s can hold at most %(limit)d MiB of rootfs in RAM '
-              '(%(why)s)')
-            % {'image': container.image, 'size': resolved.layers_size // MiB,
+            _('%(where)s: image %(image)s has %(size)d MiB of compressed '
+              'layers; node %(node)s can hold at most %(limit)d MiB of '
+              'rootfs in RAM (%(why)s)')
+            % {'where': image_properties.where(node, protocol.II_IMAGE),
+               'image': container.image, 'size': resolved.layers_size // MiB,
                'node': node.uuid, 'limit': limit // MiB, 'why': why})
     return resolved, client
 
@@ -142,8 +145,9 @@ def check_known_size(node, container):
     size = entry.meta.get('unpacked_size', 0)
     if size > limit:
         raise exception.InvalidParameterValue(
-            _('instance_info/container_image: %(image)s unpacks to %(size)d '
-              'MiB; node %(node)s can hold at most %(limit)d MiB of rootfs '
-              'in RAM (%(why)s)')
-            % {'image': container.image, 'size': size // MiB,
+            _('%(where)s: %(image)s unpacks to %(size)d MiB; node '
+              '%(node)s can hold at most %(limit)d MiB of rootfs in RAM '
+              '(%(why)s)')
+            % {'where': image_properties.where(node, protocol.II_IMAGE),
+               'image': container.image, 'size': size // MiB,
                'node': node.uuid, 'limit': limit // MiB, 'why': why})

@@ -20,6 +20,7 @@ from ironic.conductor import task_manager
 from ironic.drivers.modules import deploy_utils
 
 from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import tuning
 from ironic_bmc import deploy_info
 from ironic_bmc import image_properties
@@ -196,6 +197,24 @@ class ImagePropertiesTestCase(base.ContainerDeployTestCase):
             mock_props, {RAMDISK_ID: 'ari'}, missing=(KERNEL_ID,))
         self.assertIn('property kernel_id of Glance image %s %s cannot be '
                       'used' % (GLANCE_ID, KERNEL_ID), str(exc))
+
+    def test_image_too_big_for_ram_names_the_glance_image(self,
+                                                           mock_props):
+        digest_ref = 'r/a@sha256:' + 'b' * 64
+        mock_props.return_value = self._props(container_image=digest_ref)
+        entry = mock.Mock(meta={'unpacked_size': 64 * 1024 ** 3})
+        with mock.patch.object(rootfs.get_cache(), 'lookup',
+                               return_value=entry):
+            with task_manager.acquire(self.context,
+                                      self.node.uuid) as task:
+                image_properties.snapshot(task)
+                exc = self.assertRaises(
+                    exception.InvalidParameterValue,
+                    rootfs.check_known_size, task.node,
+                    deploy_info.parse(task.node))
+        self.assertIn('property container_image of Glance image %s: %s '
+                      'unpacks to 65536 MiB' % (GLANCE_ID, digest_ref),
+                      str(exc))
 
     @mock.patch.object(boot_files, 'clean_up', autospec=True)
     def test_snapshot_kept_for_the_run_and_dropped_at_clean_up(
