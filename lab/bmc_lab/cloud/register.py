@@ -183,15 +183,24 @@ def tunables_flavor(conn, profile, trait):
     return _flavor(conn, '%s.%s' % (FLAVOR, profile), specs)
 
 
-def placement_inventory(conn, node_id):
-    """Inventory of an Ironic node's resource provider: {class: total},
+def _inventories(conn, node_id):
+    """{resource class: inventory} of an Ironic node's resource provider,
     or None while Placement has none (``conn``: project scope)."""
     try:
         rp = conn.placement.get_resource_provider(node_id)
     except openstack.exceptions.NotFoundException:
         return None
-    return {inv.resource_class: inv.total
+    return {inv.resource_class: inv
             for inv in conn.placement.resource_provider_inventories(rp)}
+
+
+def placement_inventory(conn, node_id):
+    """Inventory of an Ironic node's resource provider: {class: total},
+    or None while Placement has none."""
+    inventory = _inventories(conn, node_id)
+    if inventory is None:
+        return None
+    return {rc: inv.total for rc, inv in inventory.items()}
 
 
 def placement_offer(conn, node_id):
@@ -205,12 +214,9 @@ def placement_offer(conn, node_id):
     shows ``available`` after a delete may not be schedulable yet; the
     scheduler says NoValidHost in that window.
     """
-    try:
-        rp = conn.placement.get_resource_provider(node_id)
-    except openstack.exceptions.NotFoundException:
+    inventory = _inventories(conn, node_id)
+    if inventory is None:
         return None
-    inventory = {inv.resource_class: inv
-                 for inv in conn.placement.resource_provider_inventories(rp)}
     inv = inventory.get(RESOURCE_CLASS)
     if inv is None:
         return {'free': 0, 'traits': set()}

@@ -31,6 +31,7 @@ import re
 import subprocess
 
 from bmc_lab.cloud import layout
+from bmc_lab.cloud import profile as cloud_profile
 from bmc_lab.cloud import register
 from bmc_lab.cloud import venv
 from bmc_lab import inifile
@@ -133,10 +134,7 @@ def run(settings, container_image=None, regex=DEFAULT_REGEX,
         out=print):
     """``tempest run --regex REGEX`` against the lab's cloud; returns
     (exit code, totals, path of the full output)."""
-    cloud = layout.Cloud.load(settings.state_dir)
-    if cloud is None:
-        raise procs.LabError('no cloud in %s: bring the lab up with '
-                             '--profile cloud' % settings.state_dir)
+    cloud = cloud_profile.loaded(settings)
     tempest = ensure(out=out)
     path = workspace(settings, cloud, tempest, container_image)
     log = os.path.join(path, 'tempest-run.out')

@@ -18,13 +18,10 @@ properties; bad ones are refused at validate, naming the property and
 the image, and operator-only keys are refused on an image.
 """
 
-import io
-import json
-
 from tempest import config
-from tempest.lib.common.utils import data_utils
 from tempest.lib import decorators
 
+from ironic_bmc_tempest_plugin import images
 from ironic_bmc_tempest_plugin.tests.api import base
 
 CONF = config.CONF
@@ -43,19 +40,8 @@ class TestGlanceImageProperties(base.ContainerNodeTest):
         super().setup_clients()
         cls.images = cls.os_admin.image_client_v2
 
-    def _image(self, disk_format='raw', **properties):
-        """An active Glance image with these properties (JSON for lists
-        and dicts, as Glance keeps strings)."""
-        props = {k: json.dumps(v) if isinstance(v, (dict, list)) else v
-                 for k, v in properties.items()}
-        image = self.images.create_image(
-            name=data_utils.rand_name('bmc-container'),
-            container_format='bare' if disk_format == 'raw' else disk_format,
-            disk_format=disk_format, **props)
-        self.addCleanup(self.images.delete_image, image['id'])
-        # Glance keeps an image without data "queued"; Nova refuses that.
-        self.images.store_image_file(image['id'], io.BytesIO(b'unused\n'))
-        return image
+    def _image(self, **kwargs):
+        return images.create(self, self.images, **kwargs)
 
     @decorators.idempotent_id('5b1e7d3a-9c2f-4a6e-8d0b-3f5a7c9e1b44')
     def test_image_properties_are_valid(self):

@@ -20,8 +20,6 @@ the workload's output holds a token this test put in the container's
 environment through the image's properties.
 """
 
-import io
-import json
 import time
 
 from tempest.common import waiters
@@ -30,6 +28,8 @@ from tempest.lib.common.utils import data_utils
 from tempest.lib import decorators
 from tempest.lib import exceptions as lib_exc
 from tempest import test
+
+from ironic_bmc_tempest_plugin import images
 
 CONF = config.CONF
 BUILT = ('ACTIVE', 'SHUTOFF')
@@ -68,16 +68,9 @@ class TestContainerServer(test.BaseTestCase):
 
     def _image(self, token):
         opts = CONF.baremetal_container
-        props = {'container_image': opts.container_image,
-                 'container_mode': 'job',
-                 'container_env': json.dumps({opts.message_env: token})}
-        image = self.images.create_image(
-            name=data_utils.rand_name('bmc-container'),
-            container_format='bare', disk_format='raw', **props)
-        self.addCleanup(self.images.delete_image, image['id'])
-        # Glance keeps an image without data "queued"; Nova refuses that.
-        self.images.store_image_file(image['id'], io.BytesIO(b'unused\n'))
-        return image
+        return images.create(
+            self, self.images, container_image=opts.container_image,
+            container_mode='job', container_env={opts.message_env: token})
 
     def _find(self, listing, key, name, what):
         found = [x for x in listing[key] if x['name'] == name]
