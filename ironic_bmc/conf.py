@@ -113,6 +113,40 @@ opts = [
                       'they are never closer than '
                       '[ipmi]min_command_interval to any other command '
                       'sent to the same BMC.'),
+    cfg.StrOpt('nfs_server_address',
+               help='Address (or host name) of this conductor host\'s NFS '
+                    'server as nodes reach it on the provisioning '
+                    'network, for the "nfs" rootfs mode.  Unset: that '
+                    'mode is refused at validate.'),
+    cfg.PortOpt('nfs_port', default=2049,
+                help='TCP port of the NFS server (NFSv4 needs no other).'),
+    cfg.StrOpt('nfs_check_address', default='127.0.0.1',
+               help='Address at which this conductor checks, before it '
+                    'powers a node on, that the NFS server answers on '
+                    'nfs_port.'),
+    cfg.StrOpt('nfs_exports_file',
+               default='$state_path/container_nfs/exports.conf',
+               help='File of NFS exports this conductor writes: one '
+                    'read-only export per container image that a node '
+                    'uses.  nfs-ganesha\'s configuration must include it '
+                    '(%include "<file>").'),
+    cfg.StrOpt('nfs_pid_file', default='/run/ganesha/ganesha.pid',
+               help='nfs-ganesha\'s pid file: the conductor sends that '
+                    'process SIGHUP to make it re-read its exports.'),
+    cfg.ListOpt('nfs_clients', default=['*'],
+                help='Who may mount the exports (ganesha Clients: '
+                     'addresses, networks such as 192.0.2.0/24, or *).  '
+                     'Restrict it to the provisioning network.'),
+    cfg.StrOpt('nfs_squash', default='no_root_squash',
+               choices=('no_root_squash', 'root_squash', 'all_squash'),
+               help='Squash of the exports.  The default lets a '
+                    'container running as root read root-only files of '
+                    'its image, as it could from RAM; exports are always '
+                    'read-only.'),
+    cfg.StrOpt('nfs_mount_options', default='vers=4.1,hard,timeo=100',
+               help='Options with which nodes mount an export (ro and '
+                    'the port are added).  "hard" makes reads wait for a '
+                    'restarting server instead of failing.'),
     cfg.StrOpt('report_dir', default='$state_path/container_reports',
                help='Directory holding run reports, one JSON file per '
                     'deploy, kept after the node is undeployed.'),

@@ -35,17 +35,20 @@ from bmc_common import protocol
 LOG = log.getLogger(__name__)
 
 STAGE_ROOTFS_ARGSINFO = {
-    'url': {'description': 'HTTP(S) URL of the rootfs artifact',
-            'required': True},
+    'url': {'description': 'HTTP(S) URL of the rootfs artifact (ramfs)',
+            'required': False},
     'digest': {'description': 'sha256:<hex> of the artifact',
                'required': True},
-    'format': {'description': 'artifact format: %s'
-               % ', '.join(protocol.ARTIFACT_FORMATS), 'required': True},
+    'format': {'description': 'artifact format: %s, or %s (nfs)'
+               % (', '.join(protocol.ARTIFACT_FORMATS),
+                  protocol.FORMAT_TREE), 'required': True},
     'size': {'description': 'artifact size in bytes (checked if given)',
              'required': False},
     'rootfs': {'description': 'rootfs mode: %s (default %s)' % (
         ', '.join(protocol.ROOTFS_MODES), protocol.ROOTFS_RAMFS),
         'required': False},
+    'nfs': {'description': 'nfs mode: {server, port, export, options} '
+            'of the read-only export to mount', 'required': False},
     'measure_link': {'description': 'first time a plain transfer of the '
                      'artifact (diagnostic, reported as '
                      'timings.raw_transfer)', 'required': False},
@@ -124,22 +127,23 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
     def bmc_stage_rootfs(self, node, ports, url=None, digest=None,
                          format=None, size=None,
                          rootfs=protocol.ROOTFS_RAMFS, measure_link=False,
-                         **kwargs):
+                         nfs=None, **kwargs):
         """Download, verify and mount the rootfs (protocol step)."""
         if self.supervisor.status()['state'] == 'running':
             raise errors.DeploymentError(
                 '%s: a workload is running; stop it before staging a new '
                 'rootfs' % protocol.STEP_STAGE_ROOTFS)
         try:
-            staging.validate(url, digest, format, size, rootfs)
+            staging.validate(url, digest, format, size, rootfs, nfs)
             current = staging.load()
             if current:
                 LOG.info('Replacing the rootfs staged before (%s)',
                          current.get('digest'))
                 staging.teardown()
-            raw = staging.measure_raw_transfer(url) if measure_link else None
+            raw = (staging.measure_raw_transfer(url)
+                   if measure_link and url else None)
             result = staging.Staging().stage(url, digest, format, size,
-                                             rootfs)
+                                             rootfs, nfs)
             if raw:
                 result['timings']['raw_transfer'] = raw[0]
             return result

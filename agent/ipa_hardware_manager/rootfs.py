@@ -43,6 +43,7 @@ import urllib.request
 from oslo_log import log
 
 from bmc_common import protocol
+from ipa_hardware_manager import rootfs_nfs
 
 LOG = log.getLogger(__name__)
 
@@ -84,8 +85,10 @@ def _run(*cmd):
     return proc.stdout
 
 
-def validate(url, digest, fmt, size=None, rootfs=protocol.ROOTFS_RAMFS):
-    """Check step arguments; return the hex sha256 expected."""
+def validate(url, digest, fmt, size=None, rootfs=protocol.ROOTFS_RAMFS,
+             nfs=None):
+    """Check step arguments; return the hex sha256 expected (ramfs) or
+    the checked ``nfs`` argument (nfs)."""
     if rootfs not in protocol.ROOTFS_MODES:
         raise StagingError('unknown rootfs mode %r (known: %s)' % (
             rootfs, ', '.join(protocol.ROOTFS_MODES)))
@@ -94,6 +97,14 @@ def validate(url, digest, fmt, size=None, rootfs=protocol.ROOTFS_RAMFS):
                            '(supported: %s)' % (
                                rootfs,
                                ', '.join(protocol.ROOTFS_MODES_SUPPORTED)))
+    if rootfs == protocol.ROOTFS_NFS:
+        if fmt != protocol.FORMAT_TREE:
+            raise StagingError('rootfs mode nfs mounts a %r, not a %r' % (
+                protocol.FORMAT_TREE, fmt))
+        try:
+            return rootfs_nfs.check(nfs)
+        except rootfs_nfs.NFSError as exc:
+            raise StagingError(str(exc)) from exc
     if fmt not in protocol.ARTIFACT_FORMATS:
         raise StagingError('unknown artifact format %r (known: %s)' % (
             fmt, ', '.join(protocol.ARTIFACT_FORMATS)))
@@ -115,8 +126,9 @@ def validate(url, digest, fmt, size=None, rootfs=protocol.ROOTFS_RAMFS):
     return match.group(1)
 
 
-def _ensure_filesystem(fstype):
-    """Make sure the kernel knows fstype, loading its module if needed."""
+def _ensure_filesystem(fstype, module=None):
+    """Make sure the kernel knows fstype, loading its module (named
+    ``module``, default the type's name) if needed."""
     def known():
         try:
             with open('/proc/filesystems') as f:
@@ -127,7 +139,7 @@ def _ensure_filesystem(fstype):
     if known():
         return
     try:
-        _run('modprobe', fstype)
+        _run('modprobe', module or fstype)
     except StagingError as exc:
         raise StagingError(
             'the running kernel has no %s support and the module could not '
@@ -319,25 +331,46 @@ class Staging:
         self.mounts.append(target)
 
     def stage(self, url, digest, fmt, size=None,
-              rootfs=protocol.ROOTFS_RAMFS):
-        expected = validate(url, digest, fmt, size, rootfs)
+              rootfs=protocol.ROOTFS_RAMFS, nfs=None):
+        checked = validate(url, digest, fmt, size, rootfs, nfs)
         fstype = _FS_FOR_FORMAT.get(fmt)
         start = time.time()
+        verify = {}
+        extra = {}
         try:
             if fstype:
                 _ensure_filesystem(fstype)
+            if rootfs == protocol.ROOTFS_NFS:
+                _ensure_filesystem('nfs4', module='nfsv4')
+            if fstype or rootfs == protocol.ROOTFS_NFS:
                 _ensure_filesystem('overlay')
             self._mount(self.base, '-t', 'tmpfs', '-o',
                         'mode=0755,size=%s' % TMPFS_SIZE, 'bmc-rootfs')
-            artifact = os.path.join(self.base, 'artifact.' + fmt)
-            verify = {}
-            nbytes = download(url, artifact, expected, size, timings=verify)
+            lower = os.path.join(self.base, 'lower')
+            if rootfs == protocol.ROOTFS_NFS:
+                # Nothing crosses the wire before the workload starts but
+                # what the mount itself reads.
+                nbytes = 0
+                os.makedirs(lower, exist_ok=True)
+                try:
+                    seconds = rootfs_nfs.mount(checked, lower)
+                except rootfs_nfs.NFSError as exc:
+                    raise StagingError(str(exc)) from exc
+                self.mounts.append(lower)
+                extra['nfs'] = {'export': '%s:%s' % (checked['server'],
+                                                     checked['export']),
+                                'mount': seconds}
+            else:
+                artifact = os.path.join(self.base, 'artifact.' + fmt)
+                nbytes = download(url, artifact, checked, size,
+                                  timings=verify)
             downloaded = time.time()
-            if fstype:
-                lower = os.path.join(self.base, 'lower')
+            if fstype or rootfs == protocol.ROOTFS_NFS:
                 upper = os.path.join(self.base, 'upper')
                 work = os.path.join(self.base, 'work')
-                self._mount(lower, '-t', fstype, '-o', 'ro,loop', artifact)
+                if fstype:
+                    self._mount(lower, '-t', fstype, '-o', 'ro,loop',
+                                artifact)
                 os.makedirs(upper, exist_ok=True)
                 os.makedirs(work, exist_ok=True)
                 self._mount(self.root, '-t', 'overlay', '-o',
@@ -360,6 +393,7 @@ class Staging:
         result = {
             'root': self.root,
             'format': fmt,
+            'rootfs': rootfs,
             'digest': digest,
             'bytes': nbytes,
             'timings': {'download': round(downloaded - start, 3),
@@ -369,6 +403,7 @@ class Staging:
             'stages': [protocol.stage(protocol.STAGE_ROOTFS_STAGED,
                                       start, mounted)],
         }
+        result.update(extra)
         self._save(result)
         LOG.info('Staged %(fmt)s rootfs %(digest)s at %(root)s: %(bytes)d '
                  'bytes, download %(dl).2fs, mount %(mnt).2fs',

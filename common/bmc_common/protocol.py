@@ -31,6 +31,9 @@ FORMAT_SQUASHFS = 'squashfs'
 #: An uncompressed tarball, unpacked into tmpfs (the slow baseline).
 FORMAT_TAR = 'tar'
 ARTIFACT_FORMATS = (FORMAT_EROFS, FORMAT_SQUASHFS, FORMAT_TAR)
+#: The unpacked root as a directory on the conductor host, exported
+#: read-only over NFS (``nfs`` mode); never sent over HTTP.
+FORMAT_TREE = 'tree'
 
 # --- instance_info keys (the user contract) ----------------------------------
 
@@ -50,7 +53,7 @@ ROOTFS_NFS = 'nfs'
 ROOTFS_STREAM = 'stream'
 ROOTFS_MODES = (ROOTFS_RAMFS, ROOTFS_NFS, ROOTFS_STREAM)
 #: Modes the node side can bring up today.
-ROOTFS_MODES_SUPPORTED = (ROOTFS_RAMFS,)
+ROOTFS_MODES_SUPPORTED = (ROOTFS_RAMFS, ROOTFS_NFS)
 
 MODE_SERVICE = 'service'
 MODE_JOB = 'job'
@@ -68,6 +71,11 @@ args: ``url`` (HTTP URL of the artifact), ``digest`` (``sha256:<hex>``),
 ROOTFS_MODES), ``measure_link`` (bool, diagnostic).  Returns ``{"root":
 <path>, "bytes": int, "timings": {"download", "mount"[, "raw_transfer"]},
 "stages": [...]}`` (seconds).
+
+In ``nfs`` mode there is no artifact URL: ``nfs`` is ``{"server": host,
+"port": int, "export": pseudo path, "options": mount options}``, and the
+node mounts the export read-only under a tmpfs overlay.  The result then
+has ``"bytes": 0`` and ``"nfs": {"export": "host:/path", "mount": s}``.
 """
 
 STEP_START_WORKLOAD = 'bmc_start_workload'

@@ -116,6 +116,14 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                   'uses %(net)s') % {'ok': ', '.join(SUPPORTED_NETWORKS),
                                      'node': node.uuid,
                                      'net': node.network_interface})
+        if (container.rootfs == protocol.ROOTFS_NFS
+                and not rootfs.nfs_configured()):
+            raise exception.InvalidParameterValue(
+                _('%(where)s: "nfs" needs the conductor\'s NFS server, and '
+                  '[container]nfs_server_address is not set on conductor '
+                  '%(host)s') % {
+                    'where': image_properties.where(node, protocol.II_ROOTFS),
+                    'host': CONF.host})
         task.driver.boot.validate(task)
         boot_files.validate(task)
         rootfs.check_known_size(node, container)
@@ -190,6 +198,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
 
     def _resolve(self, task, container):
         try:
+            if container.rootfs == protocol.ROOTFS_NFS:
+                rootfs.check_nfs_server()
             return rootfs.resolve(task.node, container)
         except Exception as exc:
             # Nothing is staged or powered yet.

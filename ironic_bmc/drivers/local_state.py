@@ -72,7 +72,7 @@ def _releasable(node_uuid, holders, keep):
 
 
 def _release(node_uuid, keep=None):
-    rootfs.get_cache().unpin_all(node_uuid)
+    rootfs.release_holder(node_uuid)
     for rel in _published(node_uuid):
         if rel != keep:
             shutil.rmtree(os.path.join(CONF.deploy.http_root, rel),

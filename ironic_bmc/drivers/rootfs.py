@@ -17,6 +17,7 @@ import functools
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.conf import CONF
+from oslo_log import log
 
 from bmc_common import protocol
 from ironic_bmc.image import cache as artifact_cache
@@ -24,7 +25,9 @@ from ironic_bmc.image import layers
 from ironic_bmc.image import pipeline
 from ironic_bmc.image import reference
 from ironic_bmc import image_properties
+from ironic_bmc.nfs import ganesha
 
+LOG = log.getLogger(__name__)
 MiB = 1024 * 1024
 
 
@@ -42,17 +45,27 @@ def get_cache():
                   CONF.container.image_cache_size_mb)
 
 
-def size_limit(node):
+def artifact_format(mode):
+    """(format, compression) of the artifact a rootfs mode uses."""
+    if mode == protocol.ROOTFS_NFS:
+        return protocol.FORMAT_TREE, None
+    return CONF.container.rootfs_format, _compression()
+
+
+def size_limit(node, mode=protocol.ROOTFS_RAMFS):
     """Bytes of unpacked rootfs the node may hold, and why that bound.
 
-    The smaller of ``[container]max_image_size_mb`` (always applies) and
+    The smaller of ``[container]max_image_size_mb`` (always applies) and,
+    when the root lives in the node's RAM (``ramfs``),
     ``[container]max_image_ram_fraction`` of ``properties/memory_mb``
-    (when the node has it): the rootfs lives in RAM next to the workload.
+    (when the node has it).  An NFS root stays on the conductor host.
 
     :returns: (limit in bytes, a phrase naming where the limit comes from)
     """
     limit = CONF.container.max_image_size_mb * MiB
     why = '[container]max_image_size_mb'
+    if mode == protocol.ROOTFS_NFS:
+        return limit, why
     try:
         memory_mb = int(node.properties.get('memory_mb') or 0)
     except (TypeError, ValueError):
@@ -95,7 +108,7 @@ def resolve(node, container):
         container.image, cpu_arch=node.properties.get('cpu_arch'),
         pull_secret=container.pull_secret,
         insecure=_insecure(container.image))
-    limit, why = size_limit(node)
+    limit, why = size_limit(node, container.rootfs)
     if resolved.layers_size > limit:
         raise exception.InvalidParameterValue(
             _('%(where)s: image %(image)s has %(size)d MiB of compressed '
@@ -110,19 +123,101 @@ def resolve(node, container):
 def prepare(node, container, resolved):
     """Build (or find) the rootfs artifact of the image :func:`resolve`
     resolved, pinned for this node."""
-    return pipeline.prepare_rootfs(
+    fmt, compression = artifact_format(container.rootfs)
+    artifact = pipeline.prepare_rootfs(
         container.image, get_cache(),
         cpu_arch=node.properties.get('cpu_arch'),
-        fmt=CONF.container.rootfs_format, compression=_compression(),
+        fmt=fmt, compression=compression,
         pull_secret=container.pull_secret,
         insecure=_insecure(container.image),
-        max_unpacked_size=size_limit(node)[0], pin=node.uuid,
-        limits=layer_limits(), resolved=resolved)
+        max_unpacked_size=size_limit(node, container.rootfs)[0],
+        pin=node.uuid, limits=layer_limits(), resolved=resolved)
+    if fmt == protocol.FORMAT_TREE:
+        try:
+            sync_exports()
+        except Exception:
+            get_cache().unpin(artifact.cache_key, node.uuid)
+            raise
+    return artifact
 
 
 def release(node):
-    """Unpin every cache entry this node held."""
-    get_cache().unpin_all(node.uuid)
+    """Unpin every cache entry this node held; drop the NFS exports no
+    node uses any more."""
+    release_holder(node.uuid)
+
+
+def release_holder(holder):
+    """:func:`release` by the holder's name (a node UUID)."""
+    get_cache().unpin_all(holder)
+    _withdraw_exports()
+
+
+def unpin(key, holder):
+    """Unpin one entry (and withdraw its export if nobody else uses it)."""
+    get_cache().unpin(key, holder)
+    _withdraw_exports()
+
+
+def _withdraw_exports():
+    if not nfs_configured():
+        return
+    try:
+        sync_exports()
+    except ganesha.NFSServerUnavailable as exc:
+        # The file no longer lists them; a server started later will not
+        # export them.
+        LOG.warning('Could not withdraw NFS exports: %s', exc)
+
+
+# --- NFS exports (the nfs rootfs mode) ---------------------------------------
+
+def nfs_configured():
+    return bool(CONF.container.nfs_server_address)
+
+
+def export_table():
+    return ganesha.ExportTable(CONF.container.nfs_exports_file,
+                               CONF.container.nfs_pid_file,
+                               clients=CONF.container.nfs_clients,
+                               squash=CONF.container.nfs_squash)
+
+
+def sync_exports():
+    """Export the tree of every cache entry a node holds, nothing else.
+
+    An entry with a pin cannot be evicted, so no tree is removed while
+    exported.
+    """
+    cache = get_cache()
+    wanted = {}
+    for key, _size, _used in cache.list_entries():
+        if not cache.pins(key):
+            continue
+        entry = cache.lookup(key, touch=False)
+        if entry and entry.meta.get('format') == protocol.FORMAT_TREE:
+            wanted[key] = entry.artifact
+    return export_table().sync(wanted)
+
+
+def check_nfs_server():
+    """Before power-on: the server runs and answers (NFSServerUnavailable
+    otherwise)."""
+    table = export_table()
+    if table.server_pid() is None:
+        raise ganesha.NFSServerUnavailable(reason=_(
+            'no running nfs-ganesha found through its pid file %s '
+            '([container]nfs_pid_file)') % table.pid_file)
+    ganesha.check_server(CONF.container.nfs_check_address,
+                         CONF.container.nfs_port)
+
+
+def nfs_stage_args(artifact):
+    """What the agent needs to mount the export of ``artifact``."""
+    return {'server': CONF.container.nfs_server_address,
+            'port': CONF.container.nfs_port,
+            'export': ganesha.pseudo_path(artifact.cache_key),
+            'options': CONF.container.nfs_mount_options}
 
 
 def check_known_size(node, container):
@@ -133,12 +228,12 @@ def check_known_size(node, container):
     deploy step before the node is powered on.
     """
     ref = reference.parse(container.image)
-    limit, why = size_limit(node)
+    limit, why = size_limit(node, container.rootfs)
     if not ref.digest:
         return
+    fmt, compression = artifact_format(container.rootfs)
     key = artifact_cache.ArtifactCache.make_key(
-        ref.digest, CONF.container.rootfs_format, _compression(),
-        pipeline.BUILDER_VERSION)
+        ref.digest, fmt, compression, pipeline.BUILDER_VERSION)
     entry = get_cache().lookup(key, touch=False)
     if entry is None:
         return

@@ -235,7 +235,7 @@ def record(context, node_id, deploy_id, started_at, artifact,
     LOG.error('Could not record the rootfs build of node %(node)s: '
               '%(why)s', {'node': node_id, 'why': why})
     if artifact is not None:
-        rootfs.get_cache().unpin(artifact.cache_key, node_id)
+        rootfs.unpin(artifact.cache_key, node_id)
 
 
 def _current(node, deploy_id):
@@ -255,11 +255,12 @@ def _record_locked(task, deploy_id, started_at, artifact, workload_args,
         info = node.driver_internal_info.get(DEPLOY_KEY) or {}
         if artifact is not None and not info:
             # No deploy holds the node: nobody else will unpin.
-            rootfs.get_cache().unpin(artifact.cache_key, node.uuid)
+            rootfs.unpin(artifact.cache_key, node.uuid)
         return
     info = node.driver_internal_info[DEPLOY_KEY]
     waiting = info[BUILD_KEY].get('waiting', False)
-    if error is None:
+    url = None
+    if error is None and artifact.format != protocol.FORMAT_TREE:
         try:
             url = boot_files.publish_artifact(task, artifact.path,
                                               artifact.format)
@@ -279,10 +280,13 @@ def _record_locked(task, deploy_id, started_at, artifact, workload_args,
     info[BUILD_KEY] = {'state': READY}
     # The URL is a capability: under a key Ironic's API masks, and given
     # to the agent only in the staging step's arguments.
-    info[URL_KEY] = url
+    if url:
+        info[URL_KEY] = url
     info['stage_args'].update({'digest': artifact.digest,
                                'format': artifact.format,
                                'size': artifact.size})
+    if artifact.format == protocol.FORMAT_TREE:
+        info['stage_args']['nfs'] = rootfs.nfs_stage_args(artifact)
     info['workload_args'] = workload_args
     node.set_driver_internal_info(DEPLOY_KEY, info)
     report = run_report.get(node)

@@ -43,14 +43,22 @@ def after_apply_tunables(task, command):
 def after_stage_rootfs(task, command):
     node, report, result = _result(task, command)
     timings = result.get('timings') or {}
-    run_report.update(node, report, staging={
+    staging = {
+        'rootfs': result.get('rootfs'),
         'bytes': result.get('bytes'),
+        # What crossed the wire before the workload could start.
+        'bytes_before_start': result.get('bytes'),
         'download_s': timings.get('download'),
         'mount_s': timings.get('mount'),
         'hash_s': timings.get('hash'),
         'write_s': timings.get('write'),
         'raw_transfer_s': timings.get('raw_transfer'),
-    })
+    }
+    nfs = result.get('nfs')
+    if nfs:
+        staging['nfs_export'] = nfs.get('export')
+        staging['nfs_mount_s'] = nfs.get('mount')
+    run_report.update(node, report, staging=staging)
     node.save()
 
 

@@ -45,6 +45,7 @@ COMPRESSIONS = {
     protocol.FORMAT_EROFS: (None, 'lz4', 'lz4hc'),
     protocol.FORMAT_SQUASHFS: (None, 'lz4', 'gzip', 'lzo', 'xz', 'zstd'),
     protocol.FORMAT_TAR: (None,),
+    protocol.FORMAT_TREE: (None,),
 }
 #: What benchmark() measures by default.
 BENCHMARK_VARIANTS = (
@@ -59,7 +60,8 @@ _UNSAFE_PSEUDO_CHARS = set(' \t\n\r"\'\\')
 def validate(fmt, compression=None):
     """Refuse unknown format/compression pairs (ValueError)."""
     if fmt not in COMPRESSIONS:
-        formats = ', '.join(protocol.ARTIFACT_FORMATS)
+        formats = ', '.join(protocol.ARTIFACT_FORMATS
+                            + (protocol.FORMAT_TREE,))
         raise ValueError(f'unknown artifact format {fmt!r} (one of '
                          f'{formats})')
     if compression not in COMPRESSIONS[fmt]:
@@ -208,10 +210,23 @@ _BUILDERS = {
 def build(tree, out, fmt, info=None, compression=None, same_owner=None):
     """Build the artifact ``out`` (must not exist) from ``tree``.
 
+    The ``tree`` format is the tree itself, moved to ``out``: its size is
+    what its files hold (``info.unpacked_size``).
+
     :returns: the artifact size in bytes.
     :raises: ArtifactBuildError, ValueError for a bad format/compression.
     """
     validate(fmt, compression)
+    if fmt == protocol.FORMAT_TREE:
+        owned = os.geteuid() == 0 if same_owner is None else same_owner
+        if not owned and _needs_overrides(info):
+            raise exc.ArtifactBuildError(
+                format=fmt,
+                reason='the image has files owned by other users or device '
+                       'nodes, which an exported tree can only hold when '
+                       'the conductor runs as root')
+        os.rename(tree, out)
+        return info.unpacked_size if info is not None else 0
     _BUILDERS[fmt](tree, out, info=info, compression=compression,
                    same_owner=same_owner)
     return os.path.getsize(out)

@@ -46,6 +46,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 
@@ -236,7 +237,8 @@ class ArtifactCache:
             os.mkdir(stage)
             start = time.monotonic()
             meta = build(stage)
-            if not os.path.isfile(os.path.join(stage, ARTIFACT_NAME)):
+            # A file, or a directory tree (the ``tree`` format).
+            if not os.path.exists(os.path.join(stage, ARTIFACT_NAME)):
                 raise exc.CacheError(path=self.cache_dir,
                                      reason=f'build of {key} produced no '
                                             'artifact')
@@ -334,11 +336,21 @@ class ArtifactCache:
     def _entry_size(path):
         total = 0
         for name in os.listdir(path):
+            full = os.path.join(path, name)
             try:
-                total += os.stat(os.path.join(path, name),
-                                 follow_symlinks=False).st_size
+                st = os.stat(full, follow_symlinks=False)
             except FileNotFoundError:
-                pass
+                continue
+            if name == ARTIFACT_NAME and stat.S_ISDIR(st.st_mode):
+                # A tree: its build recorded what its files hold (walking
+                # thousands of files at every eviction would be slow).
+                try:
+                    with open(os.path.join(path, META_NAME)) as f:
+                        total += int(json.load(f).get('size') or 0)
+                except (OSError, ValueError, TypeError):
+                    pass
+            else:
+                total += st.st_size
         return total
 
     def list_entries(self):
@@ -364,7 +376,9 @@ class ArtifactCache:
             st = os.stat(os.path.join(self._entry_path(key), ARTIFACT_NAME))
         except FileNotFoundError:
             return False
-        return st.st_nlink > 1
+        # A file hard-linked into an HTTP root is in use; a directory
+        # (a tree) always has several links and is held by pins only.
+        return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
 
     def remove(self, key):
         """Remove an entry now unless it is in use; True when removed."""

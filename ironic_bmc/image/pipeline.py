@@ -231,7 +231,8 @@ def _build(resolved, client, workdir, fmt, compression, max_unpacked_size,
     size = artifact.build(tree, out, fmt, info=info, compression=compression,
                           same_owner=same_owner)
     timings['mkfs'] = time.monotonic() - start
-    cache_mod.rmtree(tree)
+    if fmt != protocol.FORMAT_TREE:
+        cache_mod.rmtree(tree)
     LOG.info('Built %(fmt)s artifact of %(ref)s: %(size)d bytes from '
              '%(unpacked)d unpacked; download %(d).1fs, apply %(a).1fs, '
              'mkfs %(m).1fs', {'fmt': fmt, 'ref': ref, 'size': size,
@@ -239,7 +240,9 @@ def _build(resolved, client, workdir, fmt, compression, max_unpacked_size,
                                'd': timings['download'],
                                'a': timings['apply'], 'm': timings['mkfs']})
     return {
-        'digest': _file_digest(out),
+        # A tree is named by the image it holds.
+        'digest': (resolved.manifest_digest if fmt == protocol.FORMAT_TREE
+                   else _file_digest(out)),
         'format': fmt,
         'compression': compression,
         'size': size,

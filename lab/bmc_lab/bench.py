@@ -18,6 +18,8 @@ Same lab, same node, same content (~200 MB, ~10k files of the host's own
 * a container deploy in job mode, timing T_ready (deploy request to
   workload started) and rootfs staging against a plain HTTP transfer of
   the same artifact bytes measured by the agent on the node;
+* the same in ``nfs`` rootfs mode: T_ready and bytes fetched before the
+  workload started (none: files cross the network when read);
 * Ironic's ``direct`` deploy of the same content as a whole-disk image
   (:mod:`bmc_lab.diskimage`): agent boot, image written to disk,
   reboot from disk, workload started by the OS on the disk.
@@ -67,10 +69,13 @@ def _stage(report, name):
     return next((s for s in report['stages'] if s['name'] == name), None)
 
 
-def run_container(settings, image, out):
+def run_container(settings, image, out, rootfs=protocol.ROOTFS_RAMFS):
     t0 = time.time()
+    extra = {protocol.II_ROOTFS: rootfs}
+    if rootfs == protocol.ROOTFS_RAMFS:
+        extra[protocol.II_MEASURE_LINK] = 'true'
     container_job.deploy(settings, image, mode=protocol.MODE_JOB,
-                         extra={protocol.II_MEASURE_LINK: 'true'}, out=out)
+                         extra=extra, out=out)
     report = container_job.wait_report(settings)
     container_job.undeploy(settings)
     started = _stage(report, protocol.STAGE_WORKLOAD_STARTED)
@@ -92,11 +97,27 @@ def run(settings, out=print):
         disk = direct_job.build_image(settings, tree, WORKLOAD)
     try:
         _t0, report, t_ready = run_container(settings, ref, out)
+        _t0, nfs_report, t_ready_nfs = run_container(
+            settings, ref, out, rootfs=protocol.ROOTFS_NFS)
         direct = direct_job.run(settings, disk, out=out)
     finally:
         os.unlink(disk['path'])
-    return summarize(report, t_ready, nfiles, nbytes, direct,
-                     disk['size'])
+    result = summarize(report, t_ready, nfiles, nbytes, direct,
+                       disk['size'])
+    result.update(summarize_nfs(nfs_report, t_ready_nfs))
+    return result
+
+
+def summarize_nfs(report, t_ready):
+    """The same image and workload, its root mounted from NFS."""
+    staging = report.get('staging') or {}
+    return {
+        't_ready_nfs_s': round(t_ready, 2),
+        'bytes_before_start_nfs': staging.get('bytes_before_start'),
+        'nfs_mount_s': staging.get('nfs_mount_s'),
+        'staging_nfs_s': staging.get('mount_s'),
+        'nfs_workload_exit_code': report.get('workload_exit_code'),
+    }
 
 
 def summarize(report, t_ready, nfiles, nbytes, direct, disk_size):
@@ -110,6 +131,7 @@ def summarize(report, t_ready, nfiles, nbytes, direct, disk_size):
         'artifact_mb': round(report['artifact']['size'] / 1e6, 1),
         'artifact_format': report['artifact']['format'],
         't_ready_container_s': round(t_ready, 2),
+        'bytes_before_start_ramfs': staging.get('bytes'),
         'stages': {s['name']: round(s['end'] - s['start'], 2)
                    for s in report['stages']},
         'staging_s': round(stage_s, 3),
@@ -159,6 +181,14 @@ def format_table(result):
         ('raw HTTP transfer of the same bytes', '%s s'
          % result['raw_transfer_s']),
         ('staging / raw', str(result['staging_over_raw'])),
+        ('bytes before the workload started, ramfs',
+         '%.1f MB' % ((result['bytes_before_start_ramfs'] or 0) / 1e6)),
+        ('T_ready nfs (same image, root from NFS)',
+         '%.2f s' % result['t_ready_nfs_s']),
+        ('  bytes before the workload started, nfs',
+         '%.1f MB' % ((result['bytes_before_start_nfs'] or 0) / 1e6)),
+        ('  NFS mount', '%s s' % result['nfs_mount_s']),
+        ('  staging (mount + overlay)', '%s s' % result['staging_nfs_s']),
         ('direct deploy: whole-disk image', '%.1f MB raw'
          % result['direct_image_mb']),
         ('  request -> ACTIVE (agent, write, reboot)',

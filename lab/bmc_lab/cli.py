@@ -76,10 +76,16 @@ def _parser():
                                 'container_tunables (with --tenant: the '
                                 'flavor bm.container.<PROFILE> if there '
                                 'is one, else the image property)')
+            s.add_argument('--rootfs', choices=protocol.ROOTFS_MODES_SUPPORTED,
+                           help='how the node gets the container root: '
+                                'ramfs (downloaded into RAM, the default) '
+                                'or nfs (the lab\'s nfs-ganesha export '
+                                'with a RAM overlay); sets instance_info/'
+                                'container_rootfs')
             s.add_argument('--tenant', action='store_true',
                            help='run the job as the tenant "demo" '
                                 'through Glance and Nova (cloud profile)')
-        for field in ('ironic_api', 'http', 'registry', 'ipmi_base',
+        for field in ('ironic_api', 'http', 'registry', 'nfs', 'ipmi_base',
                       'agent_base'):
             s.add_argument('--%s-port' % field.replace('_', '-'), type=int,
                            dest=field, default=getattr(defaults, field),
@@ -107,7 +113,7 @@ def _settings_from_args(args):
                              % (lab_settings.PROFILE_CLOUD, profile))
     ports = lab_settings.Ports(
         ironic_api=args.ironic_api, http=args.http, registry=args.registry,
-        ipmi_base=args.ipmi_base, agent_base=args.agent_base)
+        nfs=args.nfs, ipmi_base=args.ipmi_base, agent_base=args.agent_base)
     try:
         return lab_settings.Settings(
             state_dir=args.state_dir, profile=profile,
@@ -128,6 +134,10 @@ def _loaded(args):
 def _demo(args):
     """Lab up, then the container job; the report is the last line."""
     if args.tenant:
+        if args.rootfs:
+            raise procs.LabError('--rootfs sets instance_info, which a '
+                                 'tenant does not: give the Glance image '
+                                 'the property container_rootfs instead')
         return tenant_job.demo(_settings_from_args(args), args.tunables)
     control.up(_settings_from_args(args))
     settings = _loaded(args)
@@ -136,6 +146,8 @@ def _demo(args):
     extra = {}
     if args.tunables:
         extra[protocol.II_TUNABLES] = args.tunables
+    if args.rootfs:
+        extra[protocol.II_ROOTFS] = args.rootfs
     container_job.deploy(settings, image, mode=protocol.MODE_JOB,
                          extra=extra)
     report = container_job.wait_report(settings)

@@ -146,6 +146,8 @@ def format_report(report):
     for key in ('node_name', 'image', 'image_digest', 'kernel', 'mode',
                 'rootfs', 'state', 'workload_exit_code'):
         lines.append('%-20s %s' % (key, report.get(key)))
+    if report.get('error'):
+        lines.append('%-20s %s' % ('error', report['error']))
     artifact = report.get('artifact') or {}
     if artifact:
         lines.append('%-20s %s, %.1f MB (unpacked %.1f MB), %s' % (
@@ -153,6 +155,14 @@ def format_report(report):
             artifact.get('size', 0) / 1e6,
             artifact.get('unpacked_size', 0) / 1e6,
             artifact.get('digest')))
+    staging = report.get('staging') or {}
+    if staging:
+        line = '%.1f MB before the workload started' % (
+            (staging.get('bytes_before_start') or 0) / 1e6)
+        if staging.get('nfs_export'):
+            line += ', NFS export %s mounted in %.2f s' % (
+                staging['nfs_export'], staging.get('nfs_mount_s') or 0)
+        lines.append('%-20s %s' % ('staging', line))
     stages = report.get('stages') or []
     if stages:
         t0 = min(s['start'] for s in stages)

@@ -26,7 +26,7 @@ from bmc_lab import settings as lab_settings
 
 #: Runtime state recreated by every ``up`` (logs are kept).
 RUNTIME_DIRS = ('ironic', 'httpboot', 'tftpboot', 'registry', 'nodes',
-                'etc', 'run', 'cloud')
+                'etc', 'run', 'cloud', 'nfs')
 #: What nodes of the cloud profile run by default: Nova deploys them with
 #: the container interface, whatever instance_info says.
 CLOUD_NODE_INTERFACES = {'deploy_interface': 'container',
@@ -71,10 +71,11 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
     os.makedirs(settings.log_dir, exist_ok=True)
     settings.save()
     try:
-        _say(out, 'Starting libvirt, nginx, docker-registry ...')
+        _say(out, 'Starting libvirt, nginx, docker-registry, nfs-ganesha ...')
         services.start_libvirt(settings)
         services.start_nginx(settings)
         services.start_registry(settings)
+        services.start_nfs(settings)
         if settings.is_cloud:
             _say(out, 'Starting the cloud: Keystone, Glance, Placement, '
                  'Nova, Neutron API (the first run builds their '

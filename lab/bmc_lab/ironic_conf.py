@@ -32,6 +32,17 @@ AGENT_KERNEL = 'agent.kernel'
 AGENT_RAMDISK = 'agent.initramfs'
 
 
+def nfs_exports_file(settings):
+    """The exports file the conductor owns and the lab's nfs-ganesha
+    includes ([container]nfs_exports_file)."""
+    return settings.path('nfs', 'exports.conf')
+
+
+def nfs_pid_file(settings):
+    """nfs-ganesha's own pid file ([container]nfs_pid_file)."""
+    return settings.path('run', 'ganesha.nfsd.pid')
+
+
 def database_url(settings):
     if settings.profile == lab_settings.PROFILE_SCALED:
         return '%s/%s?charset=utf8' % (settings.mysql_url,
@@ -97,6 +108,12 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
                 'images', 'modules-default.cpio.gz'),
             'workload_poll_interval': '3',
             'workload_lost_timeout': str(settings.workload_lost_timeout),
+            # The nfs rootfs mode: the lab's nfs-ganesha, which nodes
+            # reach through their guestfwd.
+            'nfs_server_address': lab_settings.GUEST_HOST_ADDRESS,
+            'nfs_port': str(settings.ports.nfs),
+            'nfs_exports_file': nfs_exports_file(settings),
+            'nfs_pid_file': nfs_pid_file(settings),
         },
         'deploy': {
             'http_root': settings.http_root,

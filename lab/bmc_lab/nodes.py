@@ -85,7 +85,7 @@ def netdev_spec(settings, index):
                              'socat (tools/host-setup.sh does)' % SOCAT)
     addr = lab_settings.GUEST_HOST_ADDRESS
     forwards = [settings.ports.http, settings.ports.ironic_api,
-                settings.ports.registry]
+                settings.ports.registry, settings.ports.nfs]
     parts = ['user', 'id=n0', 'restrict=on',
              'bootfile=%s/boot.ipxe' % settings.guest_http_url]
     # "cmd:" spawns one socat per guest connection; a "tcp:" chardev would

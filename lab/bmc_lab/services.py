@@ -34,7 +34,7 @@ LIBVIRT_SOCKET = '/run/libvirt/libvirt-sock'
 QEMU_CONF = '/etc/libvirt/qemu.conf'
 
 #: Lab processes in start order; stopped in reverse.
-ORDER = ('virtlogd', 'libvirtd', 'nginx', 'registry',
+ORDER = ('virtlogd', 'libvirtd', 'nginx', 'registry', 'nfs-ganesha',
          'ironic', 'ironic-api', 'ironic-conductor')
 
 
@@ -266,6 +266,50 @@ def start_registry(settings):
                         'serve', conf])
     procs.wait_for_port(settings.ports.registry, 'docker-registry',
                         settings.log('registry.log'), proc=proc)
+
+
+# --- nfs-ganesha (the nfs rootfs mode) ---------------------------------------
+
+GANESHA_CONF = """\
+# Written by bmc-lab.  NFSv4 only, on loopback: lab nodes reach it through
+# their guestfwd; the exports are written by the conductor.
+NFS_CORE_PARAM {{
+    NFS_Port = {port};
+    Bind_addr = 127.0.0.1;
+    Protocols = 4;
+    Enable_NLM = false;
+    Enable_RQUOTA = false;
+}}
+NFSV4 {{
+    Graceless = true;
+    RecoveryRoot = "{recovery}";
+}}
+NFS_KRB5 {{
+    Active_krb5 = false;
+}}
+%include "{exports}"
+"""
+
+
+def start_nfs(settings):
+    if procs.running(settings, 'nfs-ganesha'):
+        return
+    exports = ironic_conf.nfs_exports_file(settings)
+    os.makedirs(os.path.dirname(exports), exist_ok=True)
+    if not os.path.exists(exports):
+        # Empty until the conductor exports a root.
+        _write(exports, '')
+    recovery = settings.path('nfs', 'recovery')
+    os.makedirs(recovery, exist_ok=True)
+    conf = settings.path('etc', 'ganesha.conf')
+    _write(conf, GANESHA_CONF.format(port=settings.ports.nfs,
+                                     recovery=recovery, exports=exports))
+    proc = procs.spawn(settings, 'nfs-ganesha', [
+        system_bin('ganesha.nfsd', 'nfs-ganesha'), '-F', '-f', conf,
+        '-L', settings.log('ganesha.log'),
+        '-p', ironic_conf.nfs_pid_file(settings), '-N', 'NIV_EVENT'])
+    procs.wait_for_port(settings.ports.nfs, 'nfs-ganesha',
+                        settings.log('ganesha.log'), proc=proc)
 
 
 # --- ironic ------------------------------------------------------------------

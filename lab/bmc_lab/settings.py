@@ -45,6 +45,8 @@ class Ports:
     ironic_api: int = 6385
     http: int = 8080
     registry: int = 5050
+    #: nfs-ganesha (NFSv4, the nfs rootfs mode).
+    nfs: int = 12049
     ipmi_base: int = 6230
     #: The agent API of node i is forwarded from 127.0.0.1:(agent_base+i).
     agent_base: int = 9900
@@ -61,6 +63,7 @@ class Ports:
             'ironic API': self.ironic_api,
             'nginx (Ironic http_root)': self.http,
             'docker-registry': self.registry,
+            'nfs-ganesha (NFSv4)': self.nfs,
         }
         for i in range(nodes):
             names['virtual BMC of node %d (IPMI)' % i] = self.ipmi(i)

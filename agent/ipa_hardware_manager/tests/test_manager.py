@@ -56,7 +56,7 @@ class StepsTest(unittest.TestCase):
         by_name = {s['step']: s for s in steps}
         required = {k for k, v in by_name[protocol.STEP_STAGE_ROOTFS][
             'argsinfo'].items() if v['required']}
-        self.assertEqual({'url', 'digest', 'format'}, required)
+        self.assertEqual({'digest', 'format'}, required)
         self.assertEqual({'command', 'env', 'workdir', 'user', 'mode'},
                          set(by_name[protocol.STEP_START_WORKLOAD][
                              'argsinfo']))
@@ -91,7 +91,8 @@ class StageRootfsStepTest(unittest.TestCase):
             format='erofs', size=123, rootfs='ramfs')
         self.assertEqual('/var/lib/bmc/root', result['root'])
         mock_stage.assert_called_once_with(
-            mock.ANY, 'http://h/a.erofs', DIGEST, 'erofs', 123, 'ramfs')
+            mock.ANY, 'http://h/a.erofs', DIGEST, 'erofs', 123, 'ramfs',
+            None)
 
     @mock.patch.object(rootfs, 'teardown', autospec=True)
     @mock.patch.object(rootfs, 'load', autospec=True)
@@ -102,7 +103,7 @@ class StageRootfsStepTest(unittest.TestCase):
                                   format='tar')
         mock_teardown.assert_called_once_with()
         mock_stage.assert_called_once_with(mock.ANY, 'http://h/a', DIGEST,
-                                           'tar', None, 'ramfs')
+                                           'tar', None, 'ramfs', None)
 
     @mock.patch.object(rootfs.Staging, 'stage', autospec=True)
     def test_bad_format_is_deployment_error(self, mock_stage):

@@ -115,7 +115,18 @@ class ValidateTest(unittest.TestCase):
         self._bad('unknown rootfs mode', rootfs='floppy')
 
     def test_unsupported_mode(self):
-        self._bad("rootfs mode 'nfs' is not supported", rootfs='nfs')
+        self._bad("rootfs mode 'stream' is not supported", rootfs='stream')
+
+    def test_nfs(self):
+        nfs = {'server': '10.0.2.100', 'port': 12049, 'export': '/bmc/k',
+               'options': 'vers=4.1,hard'}
+        checked = rootfs.validate(None, DIGEST, 'tree', None, 'nfs', nfs)
+        self.assertEqual(['vers=4.1', 'hard'], checked['options'])
+        self.assertEqual(12049, checked['port'])
+
+    def test_nfs_needs_a_tree_and_its_arguments(self):
+        self._bad("nfs mounts a 'tree', not a 'erofs'", rootfs='nfs')
+        self._bad('nfs must be an object', rootfs='nfs', fmt='tree')
 
     def test_bad_digest(self):
         self._bad('digest must be', digest='md5:abc')
@@ -334,6 +345,56 @@ class StageTest(HttpTestCase):
         mock_run.side_effect = run
         staging.teardown()
         mock_run.assert_called_with('umount', '-l', '/a')
+
+
+@mock.patch.object(rootfs, '_ensure_filesystem', autospec=True)
+@mock.patch.object(rootfs, '_run', autospec=True, return_value='')
+class StageNfsTest(unittest.TestCase):
+    NFS = {'server': '10.0.2.100', 'port': 12049,
+           'export': '/bmc/sha256-abc-tree-none-v1', 'options': 'vers=4.1'}
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.base = os.path.join(self.tmp.name, 'bmc')
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    @mock.patch.object(rootfs.rootfs_nfs, 'mount', autospec=True,
+                       return_value=0.25)
+    def test_mounts_export_under_an_overlay(self, mock_nfs, mock_run,
+                                            mock_fs):
+        result = rootfs.Staging(self.base).stage(None, DIGEST, 'tree',
+                                                 rootfs='nfs', nfs=self.NFS)
+        lower = os.path.join(self.base, 'lower')
+        checked = mock_nfs.call_args.args[0]
+        self.assertEqual('/bmc/sha256-abc-tree-none-v1', checked['export'])
+        self.assertEqual(lower, mock_nfs.call_args.args[1])
+        mock_fs.assert_has_calls([mock.call('nfs4', module='nfsv4'),
+                                  mock.call('overlay')])
+        mounts = [c.args for c in mock_run.call_args_list
+                  if c.args[0] == 'mount']
+        self.assertEqual(('mount', '-t', 'tmpfs'), mounts[0][:3])
+        self.assertEqual('overlay', mounts[1][2])
+        self.assertIn('lowerdir=%s,' % lower, mounts[1][4])
+        self.assertEqual(0, result['bytes'])
+        self.assertEqual('nfs', result['rootfs'])
+        self.assertEqual({'export': '10.0.2.100:/bmc/sha256-abc-tree-none-v1',
+                          'mount': 0.25}, result['nfs'])
+        # The NFS mount is undone with the rest, after the overlay.
+        record = rootfs.load(self.base)
+        self.assertEqual([self.base, lower], record['mounts'][:2])
+
+    @mock.patch.object(rootfs.rootfs_nfs, 'mount', autospec=True,
+                       side_effect=rootfs.rootfs_nfs.NFSError('no answer'))
+    def test_mount_failure_undoes_the_tmpfs(self, mock_nfs, mock_run,
+                                            mock_fs):
+        staging = rootfs.Staging(self.base)
+        with self.assertRaisesRegex(rootfs.StagingError, 'no answer'):
+            staging.stage(None, DIGEST, 'tree', rootfs='nfs', nfs=self.NFS)
+        umounts = [c.args[-1] for c in mock_run.call_args_list
+                   if c.args[0] == 'umount']
+        self.assertEqual([self.base], umounts)
 
 
 class EnsureFilesystemTest(unittest.TestCase):

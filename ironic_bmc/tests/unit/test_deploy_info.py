@@ -45,7 +45,13 @@ def test_defaults():
     assert info.env == {}
 
 
-@pytest.mark.parametrize('rootfs', ['nfs', 'stream'])
+def test_nfs_mode_is_accepted():
+    info = deploy_info.parse(_node(container_image='r/a:1',
+                                   container_rootfs='nfs'))
+    assert info.rootfs == 'nfs'
+
+
+@pytest.mark.parametrize('rootfs', ['stream'])
 def test_modes_not_built_yet_are_refused(rootfs):
     with pytest.raises(exception.InvalidParameterValue,
                        match="container_rootfs: '%s' is not supported yet"

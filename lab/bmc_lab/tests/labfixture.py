@@ -25,10 +25,10 @@ BASE_DIR = os.environ.get('BMC_LAB_TEST_DIR', '/tmp/bmc-lab-tests')
 
 PORT_SETS = {
     'functional': lab_settings.Ports(ironic_api=16385, http=18080,
-                                     registry=15050,
+                                     registry=15050, nfs=12149,
                                      ipmi_base=16230, agent_base=19900),
     'e2e': lab_settings.Ports(ironic_api=26385, http=28080,
-                              registry=25050,
+                              registry=25050, nfs=12249,
                               ipmi_base=26230, agent_base=29900),
 }
 

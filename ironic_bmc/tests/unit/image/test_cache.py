@@ -234,3 +234,26 @@ def test_stale_work_removed_unless_a_build_holds_it(tmp_path):
         removed = c.clean_stale_work()
     assert removed == [key_dead + '.x1y2z3']
     assert os.listdir(c.work_dir) == [key_live + '.x1y2z3']
+
+
+def _tree_build(size):
+    def build(work):
+        tree = os.path.join(work, 'artifact')
+        os.makedirs(os.path.join(tree, 'sub'))
+        with open(os.path.join(tree, 'sub', 'f'), 'wb') as f:
+            f.write(b'x' * size)
+        return {'format': 'tree', 'size': size}
+    return build
+
+
+def test_tree_entries_are_sized_by_their_files_and_evictable(tmp_path):
+    """A directory artifact (nfs mode) counts with its recorded size and
+    is held by pins only (a directory always has several links)."""
+    cache = cache_mod.ArtifactCache(str(tmp_path))
+    cache.get_or_build('t1', _tree_build(1000), pin='n1')
+    assert cache.total_size() == 1000 + os.path.getsize(
+        os.path.join(cache.entries_dir, 't1', 'meta.json'))
+    assert cache.evict(max_size=0) == []      # pinned
+    cache.unpin('t1', 'n1')
+    assert cache.evict(max_size=0) == ['t1']
+    assert cache.lookup('t1') is None

@@ -279,3 +279,26 @@ def test_one_resolution_carried_through_a_moving_tag(registry, cache):
     assert result.manifest_digest == first.digest
     with tarfile.open(result.path) as t:
         assert t.extractfile('./data/marker').read() == b'first'
+
+
+def test_tree_for_nfs(registry, cache):
+    """The nfs mode's artifact is the unpacked tree itself."""
+    image = simple_image()
+    registry.add_image('demo', '1', image)
+    result = prepare(registry, 'demo:1', cache, cpu_arch='x86_64',
+                     fmt='tree')
+    assert os.path.isdir(result.path)
+    assert open(os.path.join(result.path, 'data/marker'), 'rb').read() == \
+        b'hello'
+    assert not os.path.exists(os.path.join(result.path, 'etc/gone'))
+    assert os.access(os.path.join(result.path, 'bin/app'), os.X_OK)
+    # Named by the image; sized by its files.
+    assert result.digest == image.digest
+    assert result.size == result.unpacked_size == len(b'#!/bin/sh\n') + 5
+    assert result.cache_key.endswith('-tree-none-v1')
+    # Its files, plus the entry's metadata: not the directory's blocks.
+    assert result.size < cache.total_size() < result.size + 2048
+    again = prepare(registry, 'demo:1', cache, cpu_arch='x86_64',
+                    fmt='tree')
+    assert not again.built and again.path == result.path
+

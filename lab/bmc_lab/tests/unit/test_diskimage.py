@@ -133,7 +133,13 @@ def test_bench_summary_and_table():
     }
     direct = {'active_s': 150.0, 'workload_started_s': 200.0}
     result = bench.summarize(report, 80.0, 10000, 200e6, direct, 300e6)
+    result.update(bench.summarize_nfs(
+        {'staging': {'bytes_before_start': 0, 'nfs_mount_s': 0.4,
+                     'mount_s': 1.9}, 'workload_exit_code': 0}, 70.5))
     assert result['staging_over_raw'] == 1.5
+    assert result['bytes_before_start_ramfs'] == 150e6
+    assert result['t_ready_nfs_s'] == 70.5
+    assert result['bytes_before_start_nfs'] == 0
     assert result['node_sha256_mb_s'] == 60.0
     assert result['t_ready_container_over_direct'] == 0.4
     assert result['t_ready_direct_s'] == 200.0
@@ -141,3 +147,6 @@ def test_bench_summary_and_table():
     table = bench.format_table(result)
     assert re.search(r'^T_ready container / direct +0\.4$', table, re.M)
     assert 'T_ready direct (request -> workload started)' in table
+    assert re.search(r'^T_ready nfs .* +70\.50 s$', table, re.M)
+    assert re.search(r'^  bytes before the workload started, nfs +0\.0 MB$',
+                     table, re.M)

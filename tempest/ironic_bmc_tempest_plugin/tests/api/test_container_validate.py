@@ -30,14 +30,14 @@ class TestContainerDeployValidate(base.ContainerNodeTest):
         self.assertFalse(result['result'])
         self.assertIn('instance_info/container_image', result['reason'])
 
-    @decorators.idempotent_id('7a9c1e3b-5d2f-4e6a-8b0c-1d3e5f7a9b22')
-    def test_rootfs_modes_not_built_are_refused(self):
+    @decorators.idempotent_id('3b8d0f2a-6c4e-4a1b-9d7f-5e2c8a0b4d61')
+    def test_unknown_rootfs_mode_is_refused(self):
         result = self.deploy_validation(
             container_image='registry.example:5000/app:1',
-            container_rootfs='nfs')
+            container_rootfs='floppy')
         self.assertFalse(result['result'])
-        self.assertIn('container_rootfs', result['reason'])
-        self.assertIn('not supported yet', result['reason'])
+        self.assertIn('instance_info/container_rootfs', result['reason'])
+        self.assertIn("unknown value 'floppy'", result['reason'])
 
     @decorators.idempotent_id('c4e6a8b0-2d1f-4a3c-9e5b-7f9a1c3e5d33')
     def test_unknown_tunable_is_refused(self):

@@ -1,0 +1,128 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""The nfs rootfs mode on a real QEMU node and the lab's nfs-ganesha.
+
+The demo image runs with its root mounted from the conductor host's
+export (read-only, a tmpfs overlay on top), nothing downloaded first; the
+export goes away with the deploy.  With the server down the deploy fails
+before the node is powered on.  A server restarted under a running
+workload makes its reads wait, then go on (``hard`` mount): the workload
+reads a file it had never read, after the restart, and ends well.
+"""
+
+import json
+import time
+
+import pytest
+
+from bmc_lab import agent
+from bmc_lab import client as lab_client
+from bmc_lab import container_job
+from bmc_lab import control
+from bmc_lab import ironic_conf
+from bmc_lab import nodes
+from bmc_lab import procs
+from bmc_lab import services
+from bmc_common import protocol
+from bmc_lab.tests import labfixture
+
+NFS = {protocol.II_ROOTFS: protocol.ROOTFS_NFS}
+
+
+@pytest.fixture(scope='module')
+def lab():
+    settings = labfixture.lab_settings_for('e2e', deploy_callback_timeout=150)
+    control.up(settings)
+    agent.ensure(settings)
+    yield settings
+    control.down(settings)
+
+
+@pytest.fixture(autouse=True)
+def node_back_in_the_pool(lab):
+    """A failed test leaves no deploy behind for the next one."""
+    yield
+    cli = lab_client.get_client(lab)
+    if cli.node.get(lab.node_name(0)).provision_state != 'available':
+        container_job.undeploy(lab)
+
+
+def _exports(lab):
+    with open(ironic_conf.nfs_exports_file(lab)) as f:
+        return f.read()
+
+
+def test_job_runs_from_the_nfs_export(lab):
+    image = container_job.push_demo_image(lab)
+    container_job.deploy(lab, image, mode=protocol.MODE_JOB, extra=dict(
+        NFS, container_env=json.dumps({'DEMO_MESSAGE': 'hello-over-nfs'})))
+    report = container_job.wait_report(lab)
+    print(container_job.format_report(report))
+    assert report['workload_exit_code'] == 0
+    assert report['rootfs'] == 'nfs'
+    assert 'hello-over-nfs' in report['output_tail']
+    assert 'root fs:  overlay' in report['output_tail']
+    staging = report['staging']
+    assert staging['rootfs'] == 'nfs'
+    assert staging['bytes_before_start'] == 0
+    assert staging['nfs_export'].startswith('10.0.2.100:/bmc/sha256-')
+    assert staging['nfs_mount_s'] > 0
+    export = staging['nfs_export'].split(':', 1)[1]
+    assert export == '/bmc/' + report['artifact']['cache_key']
+    assert report['artifact']['format'] == 'tree'
+    # Exported while the node holds the image ...
+    assert 'Pseudo = "%s";' % export in _exports(lab)
+    container_job.undeploy(lab)
+    # ... and withdrawn with the deploy.
+    assert 'EXPORT' not in _exports(lab)
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+
+
+def test_server_down_fails_before_power_on(lab):
+    image = container_job.push_demo_image(lab)
+    assert procs.stop(lab, 'nfs-ganesha')
+    try:
+        watcher = container_job.deploy(lab, image, mode=protocol.MODE_JOB,
+                                       extra=NFS, wait=False)
+        node = watcher.wait('deploy failed', 120)
+        assert 'nfs-ganesha' in node.last_error, node.last_error
+        assert '[container]nfs_pid_file' in node.last_error
+        assert nodes.bmc_power_state(lab, 0) == 'off'
+    finally:
+        services.start_nfs(lab)
+    container_job.undeploy(lab)
+    assert 'EXPORT' not in _exports(lab)
+
+
+def test_reads_wait_for_a_restarting_server(lab):
+    image = container_job.push_demo_image(lab)
+    # /demo.sh is read only after the restart.
+    command = ['/bin/sh', '-c',
+               'echo before; sleep 40; grep -c DEMO_MESSAGE /demo.sh; '
+               'echo read-after-restart']
+    container_job.deploy(lab, image, mode=protocol.MODE_JOB, extra=dict(
+        NFS, container_command=json.dumps(command)))
+    # ACTIVE: the workload runs and sleeps.  Restart the server under it.
+    started = time.monotonic()
+    assert procs.stop(lab, 'nfs-ganesha')
+    time.sleep(3)
+    services.start_nfs(lab)
+    assert time.monotonic() - started < 30, 'restart took too long'
+    report = container_job.wait_report(lab)
+    print(container_job.format_report(report))
+    container_job.undeploy(lab)
+    assert report['workload_exit_code'] == 0, report.get('error')
+    assert 'read-after-restart' in report['output_tail']
+    lines = report['output_tail'].split()
+    assert lines[lines.index('read-after-restart') - 1] == '1'
