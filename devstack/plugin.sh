@@ -145,6 +145,9 @@ function install_ironic_bmc {
     # the tempest plugin into tempest's venv (TEMPEST_PLUGINS, settings).
     setup_develop "$IRONIC_BMC_DIR/common"
     setup_develop "$IRONIC_BMC_DIR"
+    # What the conductor builds rootfs artifacts and their dm-verity hash
+    # trees with.
+    install_package erofs-utils squashfs-tools cryptsetup-bin
 }
 
 function build_ironic_bmc_deploy_images {

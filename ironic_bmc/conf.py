@@ -45,6 +45,14 @@ opts = [
                     'and squashfs are mounted from RAM under a tmpfs '
                     'overlay; tar is unpacked into tmpfs (slow, for '
                     'comparison).'),
+    cfg.BoolOpt('rootfs_verity', default=True,
+                help='Build a dm-verity hash tree beside each erofs or '
+                     'squashfs artifact (veritysetup, from the Debian '
+                     'package cryptsetup-bin).  The node then checks every '
+                     'block when it is read instead of hashing the whole '
+                     'artifact before mounting it, and a corrupted block '
+                     'fails its read.  Without it, the node verifies the '
+                     'artifact\'s sha256 while downloading.'),
     cfg.StrOpt('rootfs_compression', default='none',
                help='Compression inside the artifact: "none", or for '
                     'erofs lz4/lz4hc, for squashfs lz4/gzip/lzo/xz/zstd.'),

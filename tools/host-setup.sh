@@ -12,7 +12,7 @@ PACKAGES=(
     ipmitool nginx-light docker-registry
     linux-image-amd64 busybox-static cpio kmod
     debootstrap umoci skopeo erofs-utils squashfs-tools zstd
-    nfs-ganesha nfs-ganesha-vfs libnfs-utils
+    nfs-ganesha nfs-ganesha-vfs libnfs-utils cryptsetup-bin
     curl socat gcc python3-dev python3-venv
     chromium chromium-driver
     syslinux syslinux-common mtools dosfstools e2fsprogs

@@ -28,6 +28,7 @@ from ironic_python_agent import errors, hardware
 from oslo_log import log
 
 from ipa_hardware_manager import rootfs as staging
+from ipa_hardware_manager import rootfs_verity
 from ipa_hardware_manager import steps_tunables
 from ipa_hardware_manager import workload
 from bmc_common import protocol
@@ -49,6 +50,10 @@ STAGE_ROOTFS_ARGSINFO = {
         'required': False},
     'nfs': {'description': 'nfs mode: {server, port, export, options} '
             'of the read-only export to mount', 'required': False},
+    'verity': {'description': 'ramfs: {root_hash, url, size} of the '
+               'artifact\'s dm-verity hash tree; blocks are then checked '
+               'when read instead of hashing the whole artifact first',
+               'required': False},
     'measure_link': {'description': 'first time a plain transfer of the '
                      'artifact (diagnostic, reported as '
                      'timings.raw_transfer)', 'required': False},
@@ -127,14 +132,14 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
     def bmc_stage_rootfs(self, node, ports, url=None, digest=None,
                          format=None, size=None,
                          rootfs=protocol.ROOTFS_RAMFS, measure_link=False,
-                         nfs=None, **kwargs):
+                         nfs=None, verity=None, **kwargs):
         """Download, verify and mount the rootfs (protocol step)."""
         if self.supervisor.status()['state'] == 'running':
             raise errors.DeploymentError(
                 '%s: a workload is running; stop it before staging a new '
                 'rootfs' % protocol.STEP_STAGE_ROOTFS)
         try:
-            staging.validate(url, digest, format, size, rootfs, nfs)
+            staging.validate(url, digest, format, size, rootfs, nfs, verity)
             current = staging.load()
             if current:
                 LOG.info('Replacing the rootfs staged before (%s)',
@@ -143,7 +148,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
             raw = (staging.measure_raw_transfer(url)
                    if measure_link and url else None)
             result = staging.Staging().stage(url, digest, format, size,
-                                             rootfs, nfs)
+                                             rootfs, nfs, verity)
             if raw:
                 result['timings']['raw_transfer'] = raw[0]
             return result
@@ -164,12 +169,20 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                                          workdir=workdir, user=user,
                                          mode=mode)
         except workload.WorkloadError as exc:
-            raise errors.DeploymentError(
-                '%s: %s' % (protocol.STEP_START_WORKLOAD, exc)) from exc
+            problem = rootfs_verity.integrity_problem()
+            raise errors.DeploymentError('%s: %s%s' % (
+                protocol.STEP_START_WORKLOAD, exc,
+                '; ' + problem if problem else '')) from exc
 
     def bmc_workload_status(self, node, ports, **kwargs):
-        """Report the workload state (protocol step)."""
-        return self.supervisor.status()
+        """Report the workload state (protocol step); a workload that
+        failed on a corrupted rootfs block says so in ``integrity``."""
+        status = self.supervisor.status()
+        if status['state'] == 'exited' and status.get('exit_code'):
+            problem = rootfs_verity.integrity_problem()
+            if problem:
+                status['integrity'] = problem
+        return status
 
     def bmc_stop_workload(self, node, ports, grace=workload.DEFAULT_GRACE,
                           **kwargs):

@@ -44,6 +44,7 @@ from oslo_log import log
 
 from bmc_common import protocol
 from ipa_hardware_manager import rootfs_nfs
+from ipa_hardware_manager import rootfs_verity
 
 LOG = log.getLogger(__name__)
 
@@ -86,7 +87,7 @@ def _run(*cmd):
 
 
 def validate(url, digest, fmt, size=None, rootfs=protocol.ROOTFS_RAMFS,
-             nfs=None):
+             nfs=None, verity=None):
     """Check step arguments; return the hex sha256 expected (ramfs) or
     the checked ``nfs`` argument (nfs)."""
     if rootfs not in protocol.ROOTFS_MODES:
@@ -123,7 +124,34 @@ def validate(url, digest, fmt, size=None, rootfs=protocol.ROOTFS_RAMFS,
                                % (size,)) from None
         if size < 0:
             raise StagingError('size must not be negative')
+    if verity is not None:
+        if fmt not in _FS_FOR_FORMAT:
+            raise StagingError('verity: a %s artifact is not mounted from '
+                               'a block device; only %s are checked by '
+                               'dm-verity' % (fmt, ', '.join(_FS_FOR_FORMAT)))
+        try:
+            rootfs_verity.check(verity)
+        except rootfs_verity.VerityError as exc:
+            raise StagingError(str(exc)) from exc
     return match.group(1)
+
+
+def _ensure_target(target, module):
+    """Make sure device-mapper knows ``target``, loading its module."""
+    try:
+        with open('/proc/devices') as f:
+            has_dm = any(line.split()[-1:] == ['device-mapper'] for line in f)
+    except OSError:
+        has_dm = True
+    if has_dm and os.path.exists('/sys/module/' + module):
+        return
+    try:
+        _run('modprobe', module)
+    except StagingError as exc:
+        raise StagingError(
+            'the running kernel has no dm-%s support and the module could '
+            'not be loaded (is the modules initrd of this kernel '
+            'attached?): %s' % (target, exc)) from exc
 
 
 def _ensure_filesystem(fstype, module=None):
@@ -181,16 +209,17 @@ class _Reader(threading.Thread):
 class _Transfer:
     """What a download has received so far, across resumed requests."""
 
-    def __init__(self, out):
+    def __init__(self, out, sha256=True):
         self.out = out
-        self.hasher = hashlib.sha256()
+        self.sha256 = sha256
+        self.hasher = hashlib.sha256() if sha256 else None
         self.total = 0
         self.spent = {'hash': 0.0, 'write': 0.0}
 
     def restart(self):
         self.out.seek(0)
         self.out.truncate()
-        self.hasher = hashlib.sha256()
+        self.hasher = hashlib.sha256() if self.sha256 else None
         self.total = 0
 
 
@@ -218,7 +247,8 @@ def _fetch(url, transfer):
                 if chunk is None:
                     break
                 t = time.monotonic()
-                transfer.hasher.update(chunk)
+                if transfer.hasher is not None:
+                    transfer.hasher.update(chunk)
                 t2 = time.monotonic()
                 transfer.out.write(chunk)
                 transfer.spent['hash'] += t2 - t
@@ -246,6 +276,9 @@ def _retryable(exc):
 def download(url, dest, expected_hex, size=None, timings=None):
     """Stream url to dest, checking sha256 (and size); return bytes read.
 
+    ``expected_hex`` None: no whole-file hash (the artifact is checked
+    block by block by dm-verity when read); the size is still checked.
+
     A link that drops or a server that restarts midway costs a retry, not
     the deploy: the transfer resumes where it stopped with a Range request
     (from the start if the server ignores ranges), up to
@@ -259,7 +292,7 @@ def download(url, dest, expected_hex, size=None, timings=None):
     transfer = None
     try:
         with open(dest, 'wb') as out:
-            transfer = _Transfer(out)
+            transfer = _Transfer(out, sha256=expected_hex is not None)
             for attempt in range(DOWNLOAD_ATTEMPTS):
                 try:
                     _fetch(url, transfer)
@@ -289,6 +322,8 @@ def download(url, dest, expected_hex, size=None, timings=None):
     if size is not None and total != int(size):
         raise StagingError('artifact %s has %d bytes, expected %d' % (
             url, total, int(size)))
+    if expected_hex is None:
+        return total
     actual = transfer.hasher.hexdigest()
     if actual != expected_hex:
         raise StagingError('artifact %s has digest sha256:%s, expected '
@@ -323,6 +358,7 @@ class Staging:
     def __init__(self, base=BASE):
         self.base = base
         self.mounts = []  # mount points, in the order they were mounted
+        self.devices = []  # dm-verity devices, closed after the mounts
         self.root = os.path.join(base, 'root')
 
     def _mount(self, target, *args):
@@ -331,8 +367,10 @@ class Staging:
         self.mounts.append(target)
 
     def stage(self, url, digest, fmt, size=None,
-              rootfs=protocol.ROOTFS_RAMFS, nfs=None):
-        checked = validate(url, digest, fmt, size, rootfs, nfs)
+              rootfs=protocol.ROOTFS_RAMFS, nfs=None, verity=None):
+        checked = validate(url, digest, fmt, size, rootfs, nfs, verity)
+        if verity is not None:
+            verity = rootfs_verity.check(verity)
         fstype = _FS_FOR_FORMAT.get(fmt)
         start = time.time()
         verify = {}
@@ -340,6 +378,8 @@ class Staging:
         try:
             if fstype:
                 _ensure_filesystem(fstype)
+            if verity:
+                _ensure_target('verity', 'dm_verity')
             if rootfs == protocol.ROOTFS_NFS:
                 _ensure_filesystem('nfs4', module='nfsv4')
             if fstype or rootfs == protocol.ROOTFS_NFS:
@@ -362,21 +402,39 @@ class Staging:
                                 'mount': seconds}
             else:
                 artifact = os.path.join(self.base, 'artifact.' + fmt)
-                nbytes = download(url, artifact, checked, size,
+                # With dm-verity, no whole-file hash: blocks are checked
+                # when read.
+                nbytes = download(url, artifact,
+                                  None if verity else checked, size,
                                   timings=verify)
+                if verity:
+                    tree = artifact + '.verity'
+                    nbytes += download(verity['url'], tree, None,
+                                       verity['size'])
             downloaded = time.time()
             if fstype or rootfs == protocol.ROOTFS_NFS:
                 upper = os.path.join(self.base, 'upper')
                 work = os.path.join(self.base, 'work')
-                if fstype:
+                if verity:
+                    try:
+                        device = rootfs_verity.open_device(
+                            artifact, tree, verity['root_hash'])
+                    except rootfs_verity.VerityError as exc:
+                        raise StagingError(str(exc)) from exc
+                    self.devices.append(rootfs_verity.DEVICE_NAME)
+                    self._mount(lower, '-t', fstype, '-o', 'ro', device)
+                    extra['verify'] = 'dm-verity'
+                elif fstype:
                     self._mount(lower, '-t', fstype, '-o', 'ro,loop',
                                 artifact)
+                    extra['verify'] = 'sha256'
                 os.makedirs(upper, exist_ok=True)
                 os.makedirs(work, exist_ok=True)
                 self._mount(self.root, '-t', 'overlay', '-o',
                             'lowerdir=%s,upperdir=%s,workdir=%s'
                             % (lower, upper, work), 'bmc-root')
             else:
+                extra['verify'] = 'sha256'
                 os.makedirs(self.root, exist_ok=True)
                 _run('tar', '-x', '--numeric-owner', '-p',
                      '-f', artifact, '-C', self.root)
@@ -426,7 +484,7 @@ class Staging:
             LOG.warning('Could not copy resolv.conf into the root: %s', exc)
 
     def _save(self, result):
-        record = dict(result, mounts=self.mounts)
+        record = dict(result, mounts=self.mounts, devices=self.devices)
         with open(os.path.join(self.base, STATE_FILE), 'w') as f:
             json.dump(record, f)
 
@@ -442,6 +500,12 @@ class Staging:
                 except StagingError as exc:
                     errors.append(str(exc))
         self.mounts = []
+        for name in reversed(self.devices):
+            try:
+                rootfs_verity.close(name)
+            except rootfs_verity.VerityError as exc:
+                errors.append(str(exc))
+        self.devices = []
         if errors:
             raise StagingError('could not unmount: %s' % '; '.join(errors))
 
@@ -462,5 +526,6 @@ def teardown(base=BASE):
         return False
     staging = Staging(base)
     staging.mounts = list(record.get('mounts', []))
+    staging.devices = list(record.get('devices', []))
     staging.teardown()
     return True

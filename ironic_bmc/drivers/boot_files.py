@@ -167,8 +167,15 @@ def prepare(task, ramdisk_params, extra_kernel_args=()):
                                        persistent=True)
 
 
-def publish_artifact(task, artifact_path, fmt):
+#: What the artifact's dm-verity hash tree is published as, beside it.
+VERITY_SUFFIX = '.verity'
+
+
+def publish_artifact(task, artifact_path, fmt, verity_path=None):
     """Publish a rootfs artifact for this deploy; returns its URL.
+
+    Its dm-verity hash tree, if given, is published beside it, at the
+    artifact's URL plus :data:`VERITY_SUFFIX`.
 
     Ironic's ``LocalPublisher`` hard-links the artifact (or copies it
     across filesystems) under ``[deploy]http_root`` and restores its
@@ -185,8 +192,10 @@ def publish_artifact(task, artifact_path, fmt):
                 mode=0o755, exist_ok=True)
     publisher = image_publisher.LocalPublisher(
         image_subdir=rel, root_url=CONF.deploy.http_url)
-    url = publisher.publish(artifact_path, 'rootfs.' + fmt)
     node.set_driver_internal_info(ARTIFACT_DIR_KEY, rel)
+    url = publisher.publish(artifact_path, 'rootfs.' + fmt)
+    if verity_path:
+        publisher.publish(verity_path, 'rootfs.' + fmt + VERITY_SUFFIX)
     return url
 
 

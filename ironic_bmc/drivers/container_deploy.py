@@ -260,6 +260,10 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         args = dict(info['stage_args'])
         if info.get(rootfs_build.URL_KEY):
             args['url'] = info[rootfs_build.URL_KEY]
+            if args.get('verity'):
+                args['verity'] = dict(
+                    args['verity'],
+                    url=args['url'] + boot_files.VERITY_SUFFIX)
         return self._execute_in_band(task, args)
 
     @base.deploy_step(priority=70)

@@ -52,6 +52,11 @@ def artifact_format(mode):
     return CONF.container.rootfs_format, _compression()
 
 
+def with_verity(fmt):
+    """Whether artifacts of ``fmt`` get a dm-verity hash tree."""
+    return CONF.container.rootfs_verity and fmt in pipeline.VERITY_FORMATS
+
+
 def size_limit(node, mode=protocol.ROOTFS_RAMFS):
     """Bytes of unpacked rootfs the node may hold, and why that bound.
 
@@ -131,7 +136,8 @@ def prepare(node, container, resolved):
         pull_secret=container.pull_secret,
         insecure=_insecure(container.image),
         max_unpacked_size=size_limit(node, container.rootfs)[0],
-        pin=node.uuid, limits=layer_limits(), resolved=resolved)
+        pin=node.uuid, limits=layer_limits(), resolved=resolved,
+        verity=with_verity(fmt))
     if fmt == protocol.FORMAT_TREE:
         try:
             sync_exports()
@@ -233,7 +239,8 @@ def check_known_size(node, container):
         return
     fmt, compression = artifact_format(container.rootfs)
     key = artifact_cache.ArtifactCache.make_key(
-        ref.digest, fmt, compression, pipeline.BUILDER_VERSION)
+        ref.digest, fmt, compression, pipeline.BUILDER_VERSION,
+        variant='verity' if with_verity(fmt) else None)
     entry = get_cache().lookup(key, touch=False)
     if entry is None:
         return

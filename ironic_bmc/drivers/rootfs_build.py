@@ -263,7 +263,8 @@ def _record_locked(task, deploy_id, started_at, artifact, workload_args,
     if error is None and artifact.format != protocol.FORMAT_TREE:
         try:
             url = boot_files.publish_artifact(task, artifact.path,
-                                              artifact.format)
+                                              artifact.format,
+                                              artifact.verity_path)
         except OSError as exc:
             error = exc
     if error is not None:
@@ -287,6 +288,11 @@ def _record_locked(task, deploy_id, started_at, artifact, workload_args,
                                'size': artifact.size})
     if artifact.format == protocol.FORMAT_TREE:
         info['stage_args']['nfs'] = rootfs.nfs_stage_args(artifact)
+    if artifact.verity:
+        # The trust anchor: the node checks every block against it.
+        info['stage_args']['verity'] = {
+            'root_hash': artifact.verity['root_hash'],
+            'size': artifact.verity['size']}
     info['workload_args'] = workload_args
     node.set_driver_internal_info(DEPLOY_KEY, info)
     report = run_report.get(node)

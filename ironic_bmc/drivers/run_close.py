@@ -94,13 +94,28 @@ def record_exit(task, status):
                       output_tail=status.get('output_tail', ''))
     LOG.info('Workload on node %(node)s exited with code %(code)s',
              {'node': node.uuid, 'code': status.get('exit_code')})
+    integrity = status.get('integrity')
+    if integrity:
+        # The root's content was not what the conductor built: the run
+        # failed, whatever the workload made of its failed read.
+        integrity = (_('Workload on node %(node)s failed: %(why)s')
+                     % {'node': node.uuid, 'why': integrity})
+        LOG.error(integrity)
+        run_report.update(node, report, error=integrity)
     if report['mode'] == protocol.MODE_JOB:
         t_off = time.time()
         manager_utils.node_power_action(task, states.POWER_OFF)
         run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
                              t_off, time.time())
         finish_energy(node, report, status)
-        run_report.update(node, report, state='finished')
+        run_report.update(node, report,
+                          state='failed' if integrity else 'finished')
+    if integrity:
+        # last_error, and the node's history (after the power action,
+        # which clears the former).
+        manager_utils.node_history_record(node, event=integrity,
+                                          event_type='monitoring',
+                                          error=True)
     node.save()
 
 

@@ -45,6 +45,9 @@ def after_stage_rootfs(task, command):
     timings = result.get('timings') or {}
     staging = {
         'rootfs': result.get('rootfs'),
+        # How the root's content is checked: sha256 of the whole artifact
+        # before mounting, or dm-verity block by block when read.
+        'verify': result.get('verify'),
         'bytes': result.get('bytes'),
         # What crossed the wire before the workload could start.
         'bytes_before_start': result.get('bytes'),

@@ -57,6 +57,8 @@ from ironic_bmc.image import exceptions as exc
 LOG = log.getLogger(__name__)
 
 ARTIFACT_NAME = 'artifact'
+#: The artifact's dm-verity hash tree, when it has one.
+VERITY_NAME = 'artifact.verity'
 META_NAME = 'meta.json'
 STAMP_NAME = 'last-used'
 _HOLDER_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$')
@@ -88,6 +90,12 @@ class CacheEntry:
     @property
     def artifact(self):
         return os.path.join(self.path, ARTIFACT_NAME)
+
+    @property
+    def verity(self):
+        """Path of the hash tree, or None."""
+        path = os.path.join(self.path, VERITY_NAME)
+        return path if self.meta.get('verity') else None
 
 
 @contextlib.contextmanager
@@ -127,12 +135,15 @@ class ArtifactCache:
             os.makedirs(d, mode=0o700, exist_ok=True)
 
     @staticmethod
-    def make_key(manifest_digest, fmt, compression=None, version=1):
-        """Key of an artifact: manifest digest + format + builder version."""
+    def make_key(manifest_digest, fmt, compression=None, version=1,
+                 variant=None):
+        """Key of an artifact: manifest digest + format + builder version
+        (+ a variant, e.g. ``verity``: what else the entry holds)."""
         algo, _, hexd = manifest_digest.partition(':')
         if not re.match(r'^[a-f0-9]{32,128}$', hexd) or not algo.isalnum():
             raise ValueError(f'bad manifest digest {manifest_digest!r}')
-        return f'{algo}-{hexd}-{fmt}-{compression or "none"}-v{version}'
+        key = f'{algo}-{hexd}-{fmt}-{compression or "none"}-v{version}'
+        return f'{key}-{variant}' if variant else key
 
     def _check_key(self, key):
         if not re.match(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$', key):
@@ -243,7 +254,7 @@ class ArtifactCache:
                                      reason=f'build of {key} produced no '
                                             'artifact')
             for name in os.listdir(stage):
-                if name != ARTIFACT_NAME:
+                if name not in (ARTIFACT_NAME, VERITY_NAME):
                     full = os.path.join(stage, name)
                     if os.path.isdir(full) and not os.path.islink(full):
                         rmtree(full)

@@ -29,6 +29,7 @@ from oslo_log import log
 
 from bmc_common import protocol
 from ironic_bmc.image import artifact, layers, reference, registry
+from ironic_bmc.image import verity as verity_mod
 from ironic_bmc.image import cache as cache_mod
 from ironic_bmc.image import exceptions as exc
 
@@ -38,6 +39,8 @@ LOG = log.getLogger(__name__)
 BUILDER_VERSION = 1
 DEFAULT_FORMAT = protocol.FORMAT_EROFS
 DEFAULT_COMPRESSION = None
+#: Formats mounted from a block device, which dm-verity can check.
+VERITY_FORMATS = (protocol.FORMAT_EROFS, protocol.FORMAT_SQUASHFS)
 
 
 @dataclasses.dataclass
@@ -100,6 +103,9 @@ class RootfsArtifact:
     cache_key: str
     built: bool
     build_seconds: float
+    #: dm-verity parameters (root hash, ...) when the entry has a tree.
+    verity: dict | None = None
+    verity_path: str | None = None
 
     @classmethod
     def from_entry(cls, entry, built):
@@ -110,7 +116,8 @@ class RootfsArtifact:
                    manifest_digest=m['manifest_digest'], image=m['image'],
                    architecture=m.get('architecture'),
                    config=ImageConfig(**m['config']), cache_key=entry.key,
-                   built=built, build_seconds=m.get('build_seconds', 0.0))
+                   built=built, build_seconds=m.get('build_seconds', 0.0),
+                   verity=m.get('verity'), verity_path=entry.verity)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -197,7 +204,7 @@ def _file_digest(path):
 
 
 def _build(resolved, client, workdir, fmt, compression, max_unpacked_size,
-           same_owner, index_arch, limits):
+           same_owner, index_arch, limits, verity=False):
     ref = resolved.ref
     config_desc = resolved.manifest['config']
     config = client.get_blob_json(config_desc['digest'])
@@ -233,6 +240,12 @@ def _build(resolved, client, workdir, fmt, compression, max_unpacked_size,
     timings['mkfs'] = time.monotonic() - start
     if fmt != protocol.FORMAT_TREE:
         cache_mod.rmtree(tree)
+    verity_params = None
+    if verity:
+        start = time.monotonic()
+        verity_params = verity_mod.build(
+            out, os.path.join(workdir, cache_mod.VERITY_NAME))
+        timings['verity'] = time.monotonic() - start
     LOG.info('Built %(fmt)s artifact of %(ref)s: %(size)d bytes from '
              '%(unpacked)d unpacked; download %(d).1fs, apply %(a).1fs, '
              'mkfs %(m).1fs', {'fmt': fmt, 'ref': ref, 'size': size,
@@ -255,13 +268,15 @@ def _build(resolved, client, workdir, fmt, compression, max_unpacked_size,
         'layers': [layer['digest'] for layer in resolved.manifest['layers']],
         'builder_version': BUILDER_VERSION,
         'timings': {k: round(v, 3) for k, v in timings.items()},
+        'verity': verity_params,
     }
 
 
 def prepare_rootfs(image_ref, cache, cpu_arch=None, fmt=DEFAULT_FORMAT,
                    compression=DEFAULT_COMPRESSION, pull_secret=None,
                    insecure=False, verify=None, max_unpacked_size=None,
-                   pin=None, same_owner=None, limits=None, resolved=None):
+                   pin=None, same_owner=None, limits=None, resolved=None,
+                   verity=False):
     """Make sure the rootfs artifact of an image is in the cache.
 
     :param image_ref: ``[oci://]registry/repo[:tag][@sha256:...]``.
@@ -284,21 +299,27 @@ def prepare_rootfs(image_ref, cache, cpu_arch=None, fmt=DEFAULT_FORMAT,
         returned for this image, so that the manifest checked and reported
         before is the one built, even if the tag moves meanwhile; resolved
         here when None.
+    :param verity: also build the artifact's dm-verity hash tree (erofs
+        and squashfs only).
     :returns: :class:`RootfsArtifact`
     """
     artifact.validate(fmt, compression)
+    if verity and fmt not in VERITY_FORMATS:
+        raise ValueError(f'a {fmt} artifact cannot have a dm-verity tree '
+                         f'(only {", ".join(VERITY_FORMATS)})')
     if resolved is None:
         resolved = resolve(image_ref, cpu_arch=cpu_arch,
                            pull_secret=pull_secret, insecure=insecure,
                            verify=verify)
     resolved, client = resolved
     key = cache.make_key(resolved.manifest_digest, fmt, compression,
-                         BUILDER_VERSION)
+                         BUILDER_VERSION,
+                         variant='verity' if verity else None)
 
     def _do_build(workdir):
         return _build(resolved, client, workdir, fmt, compression,
                       max_unpacked_size, same_owner, resolved.index_digest,
-                      limits)
+                      limits, verity=verity)
 
     entry, built = cache.get_or_build(key, _do_build, pin=pin)
     result = RootfsArtifact.from_entry(entry, built)

@@ -60,7 +60,8 @@ AGENT_MODULES = (
     'e1000', 'e1000e', 'igb', 'ixgbe', 'i40e', 'ice', 'bnxt_en', 'tg3',
     'mlx5_core', 'ahci', 'nvme', 'sd_mod', 'sr_mod',
     'loop', 'erofs', 'squashfs', 'overlay', 'nbd', 'brd', 'zram',
-    'nfs', 'nfsv4', 'vfat', 'isofs', 'ipmi_si', 'ipmi_devintf',
+    'nfs', 'nfsv4', 'dm_verity', 'vfat', 'isofs', 'ipmi_si',
+    'ipmi_devintf',
     'intel_rapl_msr', 'intel_rapl_common', 'msr',
 )
 PRESETS = {'agent': AGENT_MODULES}

@@ -19,6 +19,7 @@ where Ironic may read them through file:// URLs.
 """
 
 import dataclasses
+import hashlib
 import os
 import shutil
 import sys
@@ -26,6 +27,7 @@ import sys
 from bmc_lab import ironic_conf
 from bmc_lab import procs
 from bmc_lab import smoke
+from ironic_bmc.kernel import artifact as kernel_artifact
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -64,7 +66,11 @@ def ensure(settings, out=print):
               'agent ramdisk build',
               log_path=settings.log('agent-build.log'), timeout=1800)
     version, _vmlinuz = smoke.lab_kernel()
-    kdir = os.path.join(AGENT_CACHE, 'kernel-' + version)
+    # Named by the module list too: a module added to the preset must not
+    # be missing from a modules initrd cached before.
+    preset = hashlib.sha256(','.join(kernel_artifact.AGENT_MODULES).encode())
+    kdir = os.path.join(AGENT_CACHE, 'kernel-%s-%s'
+                        % (version, preset.hexdigest()[:12]))
     if not os.path.exists(os.path.join(kdir, 'modules.cpio.gz')):
         procs.run([sys.executable, '-m', 'ironic_bmc.kernel.artifact',
                    '--installed', version, '--out', kdir,

@@ -138,6 +138,8 @@ def summarize(report, t_ready, nfiles, nbytes, direct, disk_size):
         'staging_download_s': staging.get('download_s'),
         'staging_mount_s': staging.get('mount_s'),
         'staging_hash_s': staging.get('hash_s'),
+        # sha256 of the whole artifact first, or dm-verity when read.
+        'staging_verify': staging.get('verify'),
         'staging_write_s': staging.get('write_s'),
         # What verifying costs on this node's CPU: the floor of staging.
         'node_sha256_mb_s': (round(staging['bytes'] / 1e6
@@ -170,7 +172,8 @@ def format_table(result):
     rows += [
         ('rootfs staging (download+verify+mount)',
          '%.3f s' % result['staging_s']),
-        ('  download + sha256 into RAM',
+        ('  checked by', str(result['staging_verify'])),
+        ('  download into RAM (+ sha256 unless dm-verity)',
          '%s s' % result['staging_download_s']),
         ('    of which sha256 (beside receiving)',
          '%s s' % result['staging_hash_s']),

@@ -16,6 +16,7 @@ from unittest import mock
 from ironic_python_agent import errors, hardware
 
 from ipa_hardware_manager import manager, rootfs, steps_tunables, workload
+from ipa_hardware_manager import rootfs_verity
 from bmc_common import protocol
 
 DIGEST = 'sha256:' + 'a' * 64
@@ -92,7 +93,7 @@ class StageRootfsStepTest(unittest.TestCase):
         self.assertEqual('/var/lib/bmc/root', result['root'])
         mock_stage.assert_called_once_with(
             mock.ANY, 'http://h/a.erofs', DIGEST, 'erofs', 123, 'ramfs',
-            None)
+            None, None)
 
     @mock.patch.object(rootfs, 'teardown', autospec=True)
     @mock.patch.object(rootfs, 'load', autospec=True)
@@ -103,7 +104,8 @@ class StageRootfsStepTest(unittest.TestCase):
                                   format='tar')
         mock_teardown.assert_called_once_with()
         mock_stage.assert_called_once_with(mock.ANY, 'http://h/a', DIGEST,
-                                           'tar', None, 'ramfs', None)
+                                           'tar', None, 'ramfs', None,
+                                           None)
 
     @mock.patch.object(rootfs.Staging, 'stage', autospec=True)
     def test_bad_format_is_deployment_error(self, mock_stage):
@@ -163,8 +165,10 @@ class WorkloadStepsTest(unittest.TestCase):
                                command=['true'])
         self.sup.start.assert_not_called()
 
+    @mock.patch.object(rootfs_verity, 'integrity_problem', autospec=True,
+                       return_value=None)
     @mock.patch.object(rootfs, 'load', autospec=True)
-    def test_start_error(self, mock_load):
+    def test_start_error(self, mock_load, mock_problem):
         mock_load.return_value = {'root': '/r'}
         self.sup.start.side_effect = workload.WorkloadError('bad user')
         self.assertRaisesRegex(errors.DeploymentError,
@@ -172,10 +176,35 @@ class WorkloadStepsTest(unittest.TestCase):
                                self.hwm.bmc_start_workload, NODE, [],
                                command=['true'])
 
-    def test_status(self):
+    @mock.patch.object(rootfs_verity, 'integrity_problem', autospec=True,
+                       return_value='integrity: corrupted block')
+    def test_start_error_names_a_corrupted_root(self, mock_problem):
+        with mock.patch.object(rootfs, 'load', autospec=True,
+                               return_value={'root': '/r'}):
+            self.sup.start.side_effect = workload.WorkloadError(
+                'cannot exec /bin/sh: Input/output error')
+            self.assertRaisesRegex(
+                errors.DeploymentError,
+                'Input/output error; integrity: corrupted block',
+                self.hwm.bmc_start_workload, NODE, [], command=['true'])
+
+    @mock.patch.object(rootfs_verity, 'integrity_problem', autospec=True,
+                       return_value=None)
+    def test_status(self, mock_problem):
         self.sup.status.return_value = {'state': 'absent'}
         self.assertEqual({'state': 'absent'},
                          self.hwm.bmc_workload_status(NODE, []))
+        # A clean exit is not looked into.
+        self.sup.status.return_value = {'state': 'exited', 'exit_code': 0}
+        self.assertNotIn('integrity', self.hwm.bmc_workload_status(NODE, []))
+        mock_problem.assert_not_called()
+
+    @mock.patch.object(rootfs_verity, 'integrity_problem', autospec=True,
+                       return_value='integrity: corrupted block')
+    def test_status_of_a_failure_on_a_corrupted_root(self, mock_problem):
+        self.sup.status.return_value = {'state': 'exited', 'exit_code': 1}
+        self.assertEqual('integrity: corrupted block',
+                         self.hwm.bmc_workload_status(NODE, [])['integrity'])
 
     def test_stop(self):
         self.sup.stop.return_value = {'state': 'exited'}

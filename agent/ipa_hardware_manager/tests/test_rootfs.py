@@ -347,6 +347,77 @@ class StageTest(HttpTestCase):
         mock_run.assert_called_with('umount', '-l', '/a')
 
 
+@mock.patch.object(rootfs, '_ensure_target', autospec=True)
+@mock.patch.object(rootfs.rootfs_verity, 'close', autospec=True)
+@mock.patch.object(rootfs.rootfs_verity, 'open_device', autospec=True,
+                   return_value='/dev/mapper/bmc-rootfs')
+@mock.patch.object(rootfs, '_ensure_filesystem', autospec=True)
+@mock.patch.object(rootfs, '_run', autospec=True, return_value='')
+class StageVerityTest(HttpTestCase):
+    ROOT_HASH = 'c' * 64
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.base = os.path.join(self.tmp.name, 'bmc')
+        self.verity = {'root_hash': self.ROOT_HASH, 'url': self.url,
+                       'size': len(PAYLOAD)}
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_blocks_checked_when_read_not_hashed_first(
+            self, mock_run, mock_fs, mock_open, mock_close, mock_target):
+        # A digest that does not match: not checked, dm-verity is.
+        result = rootfs.Staging(self.base).stage(
+            self.url, 'sha256:' + 'a' * 64, 'erofs', len(PAYLOAD),
+            verity=self.verity)
+        artifact = os.path.join(self.base, 'artifact.erofs')
+        mock_open.assert_called_once_with(artifact, artifact + '.verity',
+                                          self.ROOT_HASH)
+        mock_target.assert_called_once_with('verity', 'dm_verity')
+        mounts = [c.args for c in mock_run.call_args_list
+                  if c.args[0] == 'mount']
+        self.assertEqual(('mount', '-t', 'erofs', '-o', 'ro',
+                          '/dev/mapper/bmc-rootfs',
+                          os.path.join(self.base, 'lower')), mounts[1])
+        self.assertEqual('dm-verity', result['verify'])
+        self.assertEqual(0, result['timings']['hash'])
+        self.assertEqual(2 * len(PAYLOAD), result['bytes'])
+        # Teardown closes the device once everything is unmounted.
+        mock_run.reset_mock()
+        self.assertTrue(rootfs.teardown(self.base))
+        mock_close.assert_called_once_with('bmc-rootfs')
+        self.assertEqual(self.base, mock_run.call_args_list[-1].args[-1])
+
+    def test_tree_refused_undoes_everything(
+            self, mock_run, mock_fs, mock_open, mock_close, mock_target):
+        mock_open.side_effect = rootfs.rootfs_verity.VerityError(
+            'dm-verity refused the rootfs artifact')
+        with self.assertRaisesRegex(rootfs.StagingError, 'refused'):
+            rootfs.Staging(self.base).stage(self.url, DIGEST, 'erofs',
+                                            verity=self.verity)
+        umounts = [c.args[-1] for c in mock_run.call_args_list
+                   if c.args[0] == 'umount']
+        self.assertEqual([self.base], umounts)
+        mock_close.assert_not_called()
+
+    def test_bad_arguments(self, mock_run, mock_fs, mock_open, mock_close,
+                           mock_target):
+        for bad, message in (
+                (dict(self.verity, root_hash='abc'), 'root_hash must be'),
+                (dict(self.verity, url='file:///x'), 'url must be http'),
+                (dict(self.verity, size='x'), 'size must be an integer'),
+                ('nope', 'must be an object')):
+            with self.assertRaisesRegex(rootfs.StagingError, message):
+                rootfs.Staging(self.base).stage(self.url, DIGEST, 'erofs',
+                                                verity=bad)
+        with self.assertRaisesRegex(rootfs.StagingError,
+                                    'tar artifact is not mounted'):
+            rootfs.Staging(self.base).stage(self.url, DIGEST, 'tar',
+                                            verity=self.verity)
+        mock_run.assert_not_called()
+
+
 @mock.patch.object(rootfs, '_ensure_filesystem', autospec=True)
 @mock.patch.object(rootfs, '_run', autospec=True, return_value='')
 class StageNfsTest(unittest.TestCase):

@@ -25,6 +25,7 @@ import pytest
 TOOLS = {
     'erofs': ('erofs-utils', ('mkfs.erofs', 'fsck.erofs')),
     'squashfs': ('squashfs-tools', ('mksquashfs', 'unsquashfs')),
+    'verity': ('cryptsetup-bin', ('veritysetup',)),
 }
 
 

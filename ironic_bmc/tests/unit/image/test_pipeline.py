@@ -302,3 +302,29 @@ def test_tree_for_nfs(registry, cache):
                     fmt='tree')
     assert not again.built and again.path == result.path
 
+
+def test_erofs_with_verity(registry, cache, tmp_path):
+    """The hash tree lives in the entry next to the artifact, its root
+    hash in the metadata; the key says the entry has one."""
+    hosttools.require('erofs', 'verity')
+    registry.add_image('demo', '1', simple_image())
+    result = prepare(registry, 'demo:1', cache, cpu_arch='x86_64',
+                     fmt='erofs', verity=True)
+    assert result.cache_key.endswith('-erofs-none-v1-verity')
+    assert os.path.isfile(result.verity_path)
+    assert os.path.dirname(result.verity_path) == os.path.dirname(
+        result.path)
+    check = subprocess.run(['veritysetup', 'verify', result.path,
+                            result.verity_path, result.verity['root_hash']],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    # The entry without a tree is another entry.
+    plain = prepare(registry, 'demo:1', cache, cpu_arch='x86_64',
+                    fmt='erofs')
+    assert plain.built and plain.verity is None and plain.verity_path is None
+
+
+def test_verity_needs_a_block_format(registry, cache):
+    with pytest.raises(ValueError, match='tar artifact cannot have a '
+                                         'dm-verity tree'):
+        prepare(registry, 'demo:1', cache, fmt='tar', verity=True)

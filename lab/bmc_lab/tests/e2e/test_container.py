@@ -60,6 +60,9 @@ def test_job_runs_from_ram_and_reports(lab):
     assert 'root fs:  overlay' in report['output_tail']
     assert report['image_digest'].startswith('sha256:')
     assert report['artifact']['format'] == 'erofs'
+    # Checked block by block when read, not hashed whole before mounting.
+    assert report['staging']['verify'] == 'dm-verity'
+    assert report['staging']['hash_s'] == 0
     names = [s['name'] for s in report['stages']]
     for stage in (protocol.STAGE_ARTIFACT_READY, protocol.STAGE_POWER_ON,
                   protocol.STAGE_AGENT_UP, protocol.STAGE_ROOTFS_STAGED,
