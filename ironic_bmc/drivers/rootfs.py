@@ -209,11 +209,7 @@ def sync_exports():
 def check_nfs_server():
     """Before power-on: the server runs and answers (NFSServerUnavailable
     otherwise)."""
-    table = export_table()
-    if table.server_pid() is None:
-        raise ganesha.NFSServerUnavailable(reason=_(
-            'no running nfs-ganesha found through its pid file %s '
-            '([container]nfs_pid_file)') % table.pid_file)
+    export_table().require_server()
     ganesha.check_server(CONF.container.nfs_check_address,
                          CONF.container.nfs_port)
 

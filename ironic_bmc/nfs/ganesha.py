@@ -223,12 +223,17 @@ class ExportTable:
             pass    # alive, another user's: reload will say
         return pid
 
-    def reload(self):
+    def require_server(self):
+        """ganesha's pid; NFSServerUnavailable when it does not run."""
         pid = self.server_pid()
         if pid is None:
             raise NFSServerUnavailable(reason=_(
                 'no running nfs-ganesha found through its pid file %s '
                 '([container]nfs_pid_file)') % self.pid_file)
+        return pid
+
+    def reload(self):
+        pid = self.require_server()
         try:
             os.kill(pid, signal.SIGHUP)
         except OSError as exc:

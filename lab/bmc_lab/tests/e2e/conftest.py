@@ -10,7 +10,23 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import pytest
+
+from bmc_lab import agent
+from bmc_lab import control
 from bmc_lab.tests.e2e import fault_table
+from bmc_lab.tests import labfixture
+
+
+@pytest.fixture(scope='module')
+def lab():
+    """One embedded-profile lab with one node, per test module; modules
+    that need another lab (faults, take-over, tenant) define their own."""
+    settings = labfixture.lab_settings_for('e2e', deploy_callback_timeout=150)
+    control.up(settings)
+    agent.ensure(settings)
+    yield settings
+    control.down(settings)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -26,25 +26,13 @@ import time
 
 import pytest
 
-from bmc_lab import agent
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
-from bmc_lab import control
 from bmc_lab import direct_job
 from bmc_lab import diskimage
 from bmc_lab import nodes
 from bmc_lab import smoke
 from bmc_common import protocol
-from bmc_lab.tests import labfixture
-
-
-@pytest.fixture(scope='module')
-def lab():
-    settings = labfixture.lab_settings_for('e2e', deploy_callback_timeout=150)
-    control.up(settings)
-    agent.ensure(settings)
-    yield settings
-    control.down(settings)
 
 
 def test_job_runs_from_ram_and_reports(lab):

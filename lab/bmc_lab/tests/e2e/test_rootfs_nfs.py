@@ -26,27 +26,15 @@ import time
 
 import pytest
 
-from bmc_lab import agent
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
-from bmc_lab import control
 from bmc_lab import ironic_conf
 from bmc_lab import nodes
 from bmc_lab import procs
 from bmc_lab import services
 from bmc_common import protocol
-from bmc_lab.tests import labfixture
 
 NFS = {protocol.II_ROOTFS: protocol.ROOTFS_NFS}
-
-
-@pytest.fixture(scope='module')
-def lab():
-    settings = labfixture.lab_settings_for('e2e', deploy_callback_timeout=150)
-    control.up(settings)
-    agent.ensure(settings)
-    yield settings
-    control.down(settings)
 
 
 @pytest.fixture(autouse=True)

@@ -29,29 +29,16 @@ import subprocess
 import tempfile
 import time
 
-import pytest
 
-from bmc_lab import agent
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
-from bmc_lab import control
 from bmc_lab import nodes
 from bmc_lab import ociimage
 from bmc_common import protocol
-from bmc_lab.tests import labfixture
 
 REPO = 'bmc/tamper'
 MARKER = b'BMC-VERITY-TAMPER-TEST-'
 BLOB = MARKER * (4 * 1024 * 1024 // len(MARKER))
-
-
-@pytest.fixture(scope='module')
-def lab():
-    settings = labfixture.lab_settings_for('e2e', deploy_callback_timeout=150)
-    control.up(settings)
-    agent.ensure(settings)
-    yield settings
-    control.down(settings)
 
 
 def _push_image(lab):
