@@ -28,6 +28,7 @@ from ironic_python_agent import errors, hardware
 from oslo_log import log
 
 from ipa_hardware_manager import rootfs as staging
+from ipa_hardware_manager import rootfs_download
 from ipa_hardware_manager import rootfs_verity
 from ipa_hardware_manager import steps_tunables
 from ipa_hardware_manager import workload
@@ -145,14 +146,14 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                 LOG.info('Replacing the rootfs staged before (%s)',
                          current.get('digest'))
                 staging.teardown()
-            raw = (staging.measure_raw_transfer(url)
+            raw = (rootfs_download.measure_raw_transfer(url)
                    if measure_link and url else None)
             result = staging.Staging().stage(url, digest, format, size,
                                              rootfs, nfs, verity)
             if raw:
                 result['timings']['raw_transfer'] = raw[0]
             return result
-        except staging.StagingError as exc:
+        except (staging.StagingError, rootfs_download.DownloadError) as exc:
             raise errors.DeploymentError(
                 '%s: %s' % (protocol.STEP_STAGE_ROOTFS, exc)) from exc
 

@@ -19,6 +19,7 @@ import unittest
 from unittest import mock
 
 from ipa_hardware_manager import rootfs
+from ipa_hardware_manager import rootfs_download
 from bmc_common import protocol
 
 PAYLOAD = b'not really an erofs image\n' * 1000
@@ -140,7 +141,7 @@ class ValidateTest(unittest.TestCase):
         self._bad('must not be negative', size=-1)
 
 
-@mock.patch.object(rootfs, 'RETRY_DELAY', 0)
+@mock.patch.object(rootfs_download, 'RETRY_DELAY', 0)
 class DownloadTest(HttpTestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -151,17 +152,17 @@ class DownloadTest(HttpTestCase):
         self.tmp.cleanup()
 
     def test_ok(self):
-        n = rootfs.download(self.url, self.dest, DIGEST.split(':')[1],
+        n = rootfs_download.download(self.url, self.dest, DIGEST.split(':')[1],
                             len(PAYLOAD))
         self.assertEqual(len(PAYLOAD), n)
         with open(self.dest, 'rb') as f:
             self.assertEqual(PAYLOAD, f.read())
 
-    @mock.patch.object(rootfs, 'QUEUE_CHUNKS', 2)
-    @mock.patch.object(rootfs, 'CHUNK', 1000)
+    @mock.patch.object(rootfs_download, 'QUEUE_CHUNKS', 2)
+    @mock.patch.object(rootfs_download, 'CHUNK', 1000)
     def test_many_chunks_through_a_small_queue(self):
         timings = {}
-        n = rootfs.download(self.url, self.dest, DIGEST.split(':')[1],
+        n = rootfs_download.download(self.url, self.dest, DIGEST.split(':')[1],
                             len(PAYLOAD), timings=timings)
         self.assertEqual(len(PAYLOAD), n)
         with open(self.dest, 'rb') as f:
@@ -171,20 +172,20 @@ class DownloadTest(HttpTestCase):
         self.assertFalse([t for t in threading.enumerate()
                           if t.name == 'bmc-rootfs-reader'])
 
-    @mock.patch.object(rootfs, 'CHUNK', 1000)
+    @mock.patch.object(rootfs_download, 'CHUNK', 1000)
     def test_link_dropped_midway(self):
         url = self.url.replace('/rootfs.img', '/truncated.img')
-        with self.assertRaisesRegex(rootfs.StagingError,
+        with self.assertRaisesRegex(rootfs_download.DownloadError,
                                     'download of .*truncated.img failed '
                                     'after %d bytes' % len(PAYLOAD)):
-            rootfs.download(url, self.dest, DIGEST.split(':')[1])
+            rootfs_download.download(url, self.dest, DIGEST.split(':')[1])
         self.assertFalse([t for t in threading.enumerate()
                           if t.name == 'bmc-rootfs-reader'])
 
-    @mock.patch.object(rootfs, 'CHUNK', 1000)
+    @mock.patch.object(rootfs_download, 'CHUNK', 1000)
     def test_server_restart_midway_resumes_with_a_range(self):
         url = self.url.replace('/rootfs.img', '/flaky.img')
-        n = rootfs.download(url, self.dest, DIGEST.split(':')[1],
+        n = rootfs_download.download(url, self.dest, DIGEST.split(':')[1],
                             len(PAYLOAD))
         self.assertEqual(len(PAYLOAD), n)
         with open(self.dest, 'rb') as f:
@@ -195,45 +196,49 @@ class DownloadTest(HttpTestCase):
         self.assertRegex(_Handler.ranges[1], r'^bytes=\d+-$')
         self.assertGreater(int(_Handler.ranges[1][6:-1]), 0)
 
-    @mock.patch.object(rootfs, 'CHUNK', 1000)
+    @mock.patch.object(rootfs_download, 'CHUNK', 1000)
     def test_server_without_ranges_starts_again(self):
         url = self.url.replace('/rootfs.img', '/flaky-norange.img')
-        n = rootfs.download(url, self.dest, DIGEST.split(':')[1],
+        n = rootfs_download.download(url, self.dest, DIGEST.split(':')[1],
                             len(PAYLOAD))
         self.assertEqual(len(PAYLOAD), n)
         with open(self.dest, 'rb') as f:
             self.assertEqual(PAYLOAD, f.read())
 
     def test_refused_connection_gives_up_after_the_attempts(self):
-        with mock.patch.object(rootfs, 'DOWNLOAD_ATTEMPTS', 3):
-            with self.assertRaisesRegex(rootfs.StagingError,
+        with mock.patch.object(rootfs_download, 'DOWNLOAD_ATTEMPTS', 3):
+            with self.assertRaisesRegex(rootfs_download.DownloadError,
                                         'earlier attempts: .*refused'):
-                rootfs.download('http://127.0.0.1:9/x.img', self.dest,
+                rootfs_download.download('http://127.0.0.1:9/x.img', self.dest,
                                 '0' * 64)
 
-    @mock.patch.object(rootfs, 'QUEUE_CHUNKS', 1)
-    @mock.patch.object(rootfs, 'CHUNK', 100)
+    @mock.patch.object(rootfs_download, 'QUEUE_CHUNKS', 1)
+    @mock.patch.object(rootfs_download, 'CHUNK', 100)
     def test_write_error_stops_the_reader(self):
         with mock.patch('builtins.open', side_effect=OSError(28, 'No '
                                                              'space left')):
-            with self.assertRaisesRegex(rootfs.StagingError,
+            with self.assertRaisesRegex(rootfs_download.DownloadError,
                                         'No space left'):
-                rootfs.download(self.url, self.dest, DIGEST.split(':')[1])
+                rootfs_download.download(self.url, self.dest,
+                                         DIGEST.split(':')[1])
         self.assertFalse([t for t in threading.enumerate()
                           if t.name == 'bmc-rootfs-reader'])
 
     def test_digest_mismatch(self):
-        with self.assertRaisesRegex(rootfs.StagingError,
+        with self.assertRaisesRegex(rootfs_download.DownloadError,
                                     'expected sha256:' + '0' * 64):
-            rootfs.download(self.url, self.dest, '0' * 64)
+            rootfs_download.download(self.url, self.dest, '0' * 64)
 
     def test_size_mismatch(self):
-        with self.assertRaisesRegex(rootfs.StagingError, 'expected 5'):
-            rootfs.download(self.url, self.dest, DIGEST.split(':')[1], 5)
+        with self.assertRaisesRegex(rootfs_download.DownloadError,
+                                    'expected 5'):
+            rootfs_download.download(self.url, self.dest,
+                                     DIGEST.split(':')[1], 5)
 
     def test_http_error(self):
-        with self.assertRaisesRegex(rootfs.StagingError, '404'):
-            rootfs.download(self.url + '.missing', self.dest, '0' * 64)
+        with self.assertRaisesRegex(rootfs_download.DownloadError, '404'):
+            rootfs_download.download(self.url + '.missing', self.dest,
+                                     '0' * 64)
 
 
 @mock.patch.object(rootfs, '_ensure_filesystem', autospec=True)
