@@ -70,6 +70,14 @@ opts = [
                       'larger than this fraction of the node\'s '
                       'properties/memory_mb: the rootfs lives in RAM next '
                       'to the workload.'),
+    cfg.IntOpt('stream_background_rate_mb', default=64, min=1,
+               help='stream rootfs mode: MiB a second the node fetches '
+                    'of the image in the background, after the workload '
+                    'started, until all of it is in RAM.  The copy also '
+                    'steps aside whenever the workload reads, so its own '
+                    'I/O keeps priority; this bounds what the copy takes '
+                    'of the link and of the node\'s CPU (dm-verity checks '
+                    'every block it reads).'),
     cfg.IntOpt('max_image_size_mb', default=16384, min=1,
                help='Refuse a container image whose unpacked root '
                     'filesystem is larger than this (MiB), whatever the '

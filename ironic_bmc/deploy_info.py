@@ -18,6 +18,7 @@ so ``validate`` can answer the API call with it.
 
 import dataclasses
 import json
+import re
 
 from ironic.common import exception
 from ironic.common.i18n import _
@@ -40,6 +41,9 @@ class ContainerInfo:
     #: Registry credentials: never in a repr, a log line or a report.
     pull_secret: str = dataclasses.field(default=None, repr=False)
     measure_link: bool = False
+    #: stream mode: the bound of the node's block cache, as given (bytes,
+    #: or a share of RAM), or None: as much of the image as RAM allows.
+    stream_cache: str = None
 
 
 def _json_value(key, value, kind, label=None):
@@ -160,11 +164,65 @@ def parse(node):
             node.instance_info.get(protocol.II_MEASURE_LINK, False),
             strict=False),
     )
+    if info.get(protocol.II_STREAM_CACHE) not in (None, ''):
+        result.stream_cache = str(info[protocol.II_STREAM_CACHE]).strip()
+        stream_cache_bytes(node, result.stream_cache,
+                           label(protocol.II_STREAM_CACHE))
     if info.get(protocol.II_COMMAND) is not None:
         result.command = _command(info[protocol.II_COMMAND],
                                   label(protocol.II_COMMAND))
     if info.get(protocol.II_ENV) is not None:
         result.env = _env(info[protocol.II_ENV], label(protocol.II_ENV))
+    return result
+
+
+_SIZE_RE = re.compile(r'^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?$', re.I)
+_PERCENT_RE = re.compile(r'^(\d+(?:\.\d+)?)\s*%$')
+_UNITS = {'': 1, 'K': 1024, 'M': 1024 ** 2, 'G': 1024 ** 3, 'T': 1024 ** 4}
+
+
+def stream_cache_bytes(node, value, label):
+    """Bytes of ``container_stream_cache``: a number of bytes, a size
+    with a unit (``512M``, ``2GiB``) or a share of the node's RAM
+    (``25%``), at least 1 MiB and at most the node's RAM."""
+    text = str(value).strip()
+    try:
+        memory_mb = int(node.properties.get('memory_mb') or 0)
+    except (TypeError, ValueError):
+        memory_mb = 0
+    ram = memory_mb * 1024 * 1024
+    percent = _PERCENT_RE.match(text)
+    size = _SIZE_RE.match(text)
+    if percent:
+        if not ram:
+            raise exception.InvalidParameterValue(
+                _('%(label)s: %(value)s is a share of RAM, but node %(node)s '
+                  'has no properties/memory_mb; give a size such as 512M')
+                % {'label': label, 'value': text, 'node': node.uuid})
+        share = float(percent.group(1))
+        if not 0 < share <= 100:
+            raise exception.InvalidParameterValue(
+                _('%(label)s: a share of RAM must be more than 0%% and at '
+                  'most 100%%, got %(value)s')
+                % {'label': label, 'value': text})
+        result = int(ram * share / 100)
+    elif size:
+        result = int(float(size.group(1)) * _UNITS[size.group(2).upper()])
+    else:
+        raise exception.InvalidParameterValue(
+            _('%(label)s must be a size (bytes, or with a unit: 512M, '
+              '2G) or a share of the node\'s RAM (25%%), got %(value)r')
+            % {'label': label, 'value': value})
+    if result < 1024 * 1024:
+        raise exception.InvalidParameterValue(
+            _('%(label)s: %(value)s is less than 1 MiB; the node\'s block '
+              'cache needs at least that') % {'label': label, 'value': text})
+    if ram and result > ram:
+        raise exception.InvalidParameterValue(
+            _('%(label)s: %(value)s (%(mib)d MiB) is more than the RAM of '
+              'node %(node)s (properties/memory_mb: %(ram)d MiB)')
+            % {'label': label, 'value': text, 'mib': result // 1024 // 1024,
+               'node': node.uuid, 'ram': memory_mb})
     return result
 
 

@@ -29,6 +29,7 @@ from oslo_log import log
 
 from ipa_hardware_manager import rootfs as staging
 from ipa_hardware_manager import rootfs_download
+from ipa_hardware_manager import rootfs_stream
 from ipa_hardware_manager import rootfs_verity
 from ipa_hardware_manager import steps_tunables
 from ipa_hardware_manager import workload
@@ -37,7 +38,8 @@ from bmc_common import protocol
 LOG = log.getLogger(__name__)
 
 STAGE_ROOTFS_ARGSINFO = {
-    'url': {'description': 'HTTP(S) URL of the rootfs artifact (ramfs)',
+    'url': {'description': 'HTTP(S) URL of the rootfs artifact (ramfs, '
+            'stream)',
             'required': False},
     'digest': {'description': 'sha256:<hex> of the artifact',
                'required': True},
@@ -54,6 +56,10 @@ STAGE_ROOTFS_ARGSINFO = {
     'verity': {'description': 'ramfs: {root_hash, url, size} of the '
                'artifact\'s dm-verity hash tree; blocks are then checked '
                'when read instead of hashing the whole artifact first',
+               'required': False},
+    'stream': {'description': 'stream mode: {cache_max, rate} of the '
+               'node\'s block cache (bytes, or null for the whole image) '
+               'and of the background fetch (bytes a second)',
                'required': False},
     'measure_link': {'description': 'first time a plain transfer of the '
                      'artifact (diagnostic, reported as '
@@ -133,14 +139,15 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
     def bmc_stage_rootfs(self, node, ports, url=None, digest=None,
                          format=None, size=None,
                          rootfs=protocol.ROOTFS_RAMFS, measure_link=False,
-                         nfs=None, verity=None, **kwargs):
+                         nfs=None, verity=None, stream=None, **kwargs):
         """Download, verify and mount the rootfs (protocol step)."""
         if self.supervisor.status()['state'] == 'running':
             raise errors.DeploymentError(
                 '%s: a workload is running; stop it before staging a new '
                 'rootfs' % protocol.STEP_STAGE_ROOTFS)
         try:
-            staging.validate(url, digest, format, size, rootfs, nfs, verity)
+            staging.validate(url, digest, format, size, rootfs, nfs, verity,
+                             stream)
             current = staging.load()
             if current:
                 LOG.info('Replacing the rootfs staged before (%s)',
@@ -149,7 +156,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
             raw = (rootfs_download.measure_raw_transfer(url)
                    if measure_link and url else None)
             result = staging.Staging().stage(url, digest, format, size,
-                                             rootfs, nfs, verity)
+                                             rootfs, nfs, verity, stream)
             if raw:
                 result['timings']['raw_transfer'] = raw[0]
             return result
@@ -179,6 +186,9 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         """Report the workload state (protocol step); a workload that
         failed on a corrupted rootfs block says so in ``integrity``."""
         status = self.supervisor.status()
+        stream = rootfs_stream.progress(staging.BASE)
+        if stream is not None:
+            status['stream'] = stream
         if status['state'] == 'exited' and status.get('exit_code'):
             problem = rootfs_verity.integrity_problem()
             if problem:

@@ -10,21 +10,23 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Stage a container's root filesystem in RAM on the node.
+"""Stage a container's root filesystem on the node, in one of the modes of
+``bmc_common.protocol.ROOTFS_MODES``; a tmpfs at ``BASE`` holds it all.
 
-The artifact (see ``bmc_common.protocol``) is downloaded over HTTP into a
-tmpfs (:mod:`.rootfs_download`), checked by its sha256 or, with a
-dm-verity tree, block by block when read (:mod:`.rootfs_verity`), then:
+* ``ramfs``: the artifact is downloaded whole (:mod:`.rootfs_download`),
+  checked by its sha256 or, with a dm-verity tree, block by block when
+  read (:mod:`.rootfs_verity`);
+* ``stream``: only the hash tree is downloaded; the artifact's blocks
+  arrive on demand and then in the background (:mod:`.rootfs_stream`),
+  checked by dm-verity;
+* ``nfs``: the image's tree is mounted from the conductor's read-only
+  export (:mod:`.rootfs_nfs`).
 
-* ``erofs`` / ``squashfs``: loop-mounted read-only, with an overlayfs whose
-  upper layer is on the same tmpfs, giving a writable root;
-* ``tar``: unpacked into the tmpfs (the slow baseline).
-
-``/proc``, ``/sys``, ``/dev``, ``/dev/pts`` and ``/run`` of the agent are
-bound into the root.  Everything staged is undone on failure.
-
-Standard library only (plus ``mount``/``umount``/``tar``/``modprobe``), so
-that any agent can use it.
+An ``erofs`` / ``squashfs`` image is mounted read-only under an overlayfs
+whose upper layer is on the tmpfs, giving a writable root; a ``tar`` is
+unpacked into the tmpfs (the slow baseline).  ``/proc``, ``/sys``,
+``/dev``, ``/dev/pts`` and ``/run`` of the agent are bound into the root.
+Everything staged is undone on failure.
 """
 
 import json
@@ -39,6 +41,7 @@ from oslo_log import log
 from bmc_common import protocol
 from ipa_hardware_manager import rootfs_download
 from ipa_hardware_manager import rootfs_nfs
+from ipa_hardware_manager import rootfs_stream
 from ipa_hardware_manager import rootfs_verity
 
 LOG = log.getLogger(__name__)
@@ -75,9 +78,9 @@ def _run(*cmd):
 
 
 def validate(url, digest, fmt, size=None, rootfs=protocol.ROOTFS_RAMFS,
-             nfs=None, verity=None):
-    """Check step arguments; return the hex sha256 expected (ramfs) or
-    the checked ``nfs`` argument (nfs)."""
+             nfs=None, verity=None, stream=None):
+    """Check step arguments; return the hex sha256 expected (ramfs,
+    stream) or the checked ``nfs`` argument (nfs)."""
     if rootfs not in protocol.ROOTFS_MODES:
         raise StagingError('unknown rootfs mode %r (known: %s)' % (
             rootfs, ', '.join(protocol.ROOTFS_MODES)))
@@ -112,6 +115,16 @@ def validate(url, digest, fmt, size=None, rootfs=protocol.ROOTFS_RAMFS,
                                % (size,)) from None
         if size < 0:
             raise StagingError('size must not be negative')
+    if rootfs == protocol.ROOTFS_STREAM:
+        if fmt not in _FS_FOR_FORMAT or verity is None or size is None:
+            raise StagingError(
+                'rootfs mode stream needs a %s artifact, its size and its '
+                'dm-verity tree (the blocks cannot be hashed before they '
+                'are used)' % ' or '.join(_FS_FOR_FORMAT))
+        try:
+            rootfs_stream.check(stream)
+        except rootfs_stream.StreamError as exc:
+            raise StagingError(str(exc)) from exc
     if verity is not None:
         if fmt not in _FS_FOR_FORMAT:
             raise StagingError('verity: a %s artifact is not mounted from '
@@ -142,6 +155,19 @@ def _ensure_target(target, module):
             'attached?): %s' % (target, exc)) from exc
 
 
+def _ensure_nbd():
+    """Make sure the kernel has NBD devices, loading ``nbd`` if needed."""
+    if os.path.exists('/sys/block/nbd0'):
+        return
+    try:
+        _run('modprobe', 'nbd')
+    except StagingError as exc:
+        raise StagingError(
+            'the running kernel has no NBD support and the module could '
+            'not be loaded (is the modules initrd of this kernel '
+            'attached?): %s' % exc) from exc
+
+
 def _ensure_filesystem(fstype, module=None):
     """Make sure the kernel knows fstype, loading its module (named
     ``module``, default the type's name) if needed."""
@@ -164,22 +190,31 @@ def _ensure_filesystem(fstype, module=None):
 
 
 class Staging:
-    """One staged root and what it took to stage it."""
+    """One staged root and what it took to stage it.
+
+    Undone in the reverse order of its layers: the mounts of the root,
+    then the dm-verity device, then the stream feeding it, then the
+    tmpfs that held it all (``outer``).
+    """
 
     def __init__(self, base=BASE):
         self.base = base
-        self.mounts = []  # mount points, in the order they were mounted
-        self.devices = []  # dm-verity devices, closed after the mounts
+        self.outer = []  # tmpfs mounts that hold the artifact and cache
+        self.stream = None  # rootfs_stream.Stream feeding the device
+        self.devices = []  # dm-verity devices
+        self.mounts = []  # mount points of the root, in mount order
         self.root = os.path.join(base, 'root')
 
-    def _mount(self, target, *args):
+    def _mount(self, target, *args, outer=False):
         os.makedirs(target, exist_ok=True)
         _run('mount', *args, target)
-        self.mounts.append(target)
+        (self.outer if outer else self.mounts).append(target)
 
     def stage(self, url, digest, fmt, size=None,
-              rootfs=protocol.ROOTFS_RAMFS, nfs=None, verity=None):
-        checked = validate(url, digest, fmt, size, rootfs, nfs, verity)
+              rootfs=protocol.ROOTFS_RAMFS, nfs=None, verity=None,
+              stream=None):
+        checked = validate(url, digest, fmt, size, rootfs, nfs, verity,
+                           stream)
         if verity is not None:
             verity = rootfs_verity.check(verity)
         fstype = _FS_FOR_FORMAT.get(fmt)
@@ -193,11 +228,15 @@ class Staging:
                 _ensure_target('verity', 'dm_verity')
             if rootfs == protocol.ROOTFS_NFS:
                 _ensure_filesystem('nfs4', module='nfsv4')
+            if rootfs == protocol.ROOTFS_STREAM:
+                _ensure_nbd()
             if fstype or rootfs == protocol.ROOTFS_NFS:
                 _ensure_filesystem('overlay')
             self._mount(self.base, '-t', 'tmpfs', '-o',
-                        'mode=0755,size=%s' % TMPFS_SIZE, 'bmc-rootfs')
+                        'mode=0755,size=%s' % TMPFS_SIZE, 'bmc-rootfs',
+                        outer=True)
             lower = os.path.join(self.base, 'lower')
+            artifact = os.path.join(self.base, 'artifact.' + fmt)
             if rootfs == protocol.ROOTFS_NFS:
                 # Nothing crosses the wire before the workload starts but
                 # what the mount itself reads.
@@ -211,8 +250,15 @@ class Staging:
                 extra['nfs'] = {'export': '%s:%s' % (checked['server'],
                                                      checked['export']),
                                 'mount': seconds}
+            elif rootfs == protocol.ROOTFS_STREAM:
+                # Only the hash tree is fetched whole; the artifact's
+                # blocks come when read.
+                tree = artifact + '.verity'
+                nbytes = rootfs_download.download(
+                    verity['url'], tree, None, verity['size'])
+                artifact = self._start_stream(url, int(size),
+                                              rootfs_stream.check(stream))
             else:
-                artifact = os.path.join(self.base, 'artifact.' + fmt)
                 # With dm-verity, no whole-file hash: blocks are checked
                 # when read.
                 nbytes = rootfs_download.download(
@@ -254,6 +300,10 @@ class Staging:
                 self._mount(os.path.join(self.root, name), '--bind',
                             '/' + name)
             self._copy_resolv_conf()
+            if self.stream:
+                # What the mount read on demand crossed the wire too.
+                nbytes += rootfs_stream.cached_bytes(self.base)
+                extra['stream'] = self._start_background(stream)
             mounted = time.time()
         except rootfs_download.DownloadError as exc:
             LOG.error('Staging %s failed, undoing: %s', url, exc)
@@ -285,6 +335,42 @@ class Staging:
                   'mnt': result['timings']['mount']})
         return result
 
+    def _start_stream(self, url, size, stream):
+        """The artifact as a block device fed on demand; its path."""
+        cache = os.path.join(self.base, rootfs_stream.CACHE_DIR)
+        self._mount(cache, '-t', 'tmpfs', '-o', 'mode=0700,size=%d' %
+                    rootfs_stream.cache_tmpfs_size(size, stream['cache_max']),
+                    'bmc-stream-cache', outer=True)
+        self.stream = rootfs_stream.Stream(self.base, url, size,
+                                           stream['cache_max'])
+        try:
+            return self.stream.start()
+        except rootfs_stream.StreamError as exc:
+            self.stream = None
+            raise StagingError('cannot stream %s: %s' % (url, exc)) from exc
+
+    def _start_background(self, stream):
+        """Fetch the rest in the background, unless the cache cannot hold
+        it all; return the report's ``stream`` section so far."""
+        stream = rootfs_stream.check(stream)
+        size = self.stream.size
+        local = not stream['cache_max'] or stream['cache_max'] >= size
+        section = {'device': self.stream.device,
+                   'cache_max': stream['cache_max'],
+                   'background_rate': stream['rate'],
+                   'fully_local': False}
+        if local:
+            rootfs_stream.start_hydrator(self.base, self.stream.device,
+                                         size, stream['rate'])
+        else:
+            section['not_local_reason'] = (
+                'the block cache is bounded to %d bytes, less than the '
+                'image (%d bytes): cold blocks are read from the network'
+                % (stream['cache_max'], size))
+            rootfs_stream.record_no_background(
+                self.base, size, section['not_local_reason'])
+        return section
+
     def _copy_resolv_conf(self):
         src = '/etc/resolv.conf'
         dst = os.path.join(self.root, 'etc', 'resolv.conf')
@@ -299,21 +385,29 @@ class Staging:
             LOG.warning('Could not copy resolv.conf into the root: %s', exc)
 
     def _save(self, result):
-        record = dict(result, mounts=self.mounts, devices=self.devices)
+        record = dict(result, outer=self.outer, mounts=self.mounts,
+                      devices=self.devices,
+                      stream_device=self.stream.record()
+                      if self.stream else None)
         with open(os.path.join(self.base, STATE_FILE), 'w') as f:
             json.dump(record, f)
 
     def teardown(self):
-        """Unmount everything staged, in reverse order; forget it."""
+        """Undo everything staged, innermost first; forget it."""
         errors = []
-        for target in reversed(self.mounts):
-            try:
-                _run('umount', target)
-            except StagingError:
+        rootfs_stream.stop_hydrator()
+
+        def unmount(targets):
+            for target in reversed(targets):
                 try:
-                    _run('umount', '-l', target)
-                except StagingError as exc:
-                    errors.append(str(exc))
+                    _run('umount', target)
+                except StagingError:
+                    try:
+                        _run('umount', '-l', target)
+                    except StagingError as exc:
+                        errors.append(str(exc))
+
+        unmount(self.mounts)
         self.mounts = []
         for name in reversed(self.devices):
             try:
@@ -321,8 +415,17 @@ class Staging:
             except rootfs_verity.VerityError as exc:
                 errors.append(str(exc))
         self.devices = []
+        if self.stream:
+            try:
+                self.stream.stop()
+            except rootfs_stream.StreamError as exc:
+                errors.append(str(exc))
+            self.stream = None
+        unmount(self.outer)
+        self.outer = []
         if errors:
-            raise StagingError('could not unmount: %s' % '; '.join(errors))
+            raise StagingError('could not undo the staging: %s'
+                               % '; '.join(errors))
 
 
 def load(base=BASE):
@@ -340,7 +443,14 @@ def teardown(base=BASE):
     if not record:
         return False
     staging = Staging(base)
+    staging.outer = list(record.get('outer', []))
     staging.mounts = list(record.get('mounts', []))
     staging.devices = list(record.get('devices', []))
+    stream = record.get('stream_device')
+    if stream:
+        staging.stream = rootfs_stream.Stream(base, stream['url'],
+                                              stream['size'],
+                                              stream.get('cache_max'))
+        staging.stream.device = stream['device']
     staging.teardown()
     return True

@@ -47,13 +47,15 @@ II_TUNABLES = 'container_tunables'
 II_NOISE_PROBE = 'container_noise_probe'
 #: Diagnostic: the agent first times a plain transfer of the artifact.
 II_MEASURE_LINK = 'container_measure_link'
+#: stream mode: RAM the node's block cache may use (bytes, "512M", "25%").
+II_STREAM_CACHE = 'container_stream_cache'
 
 ROOTFS_RAMFS = 'ramfs'
 ROOTFS_NFS = 'nfs'
 ROOTFS_STREAM = 'stream'
 ROOTFS_MODES = (ROOTFS_RAMFS, ROOTFS_NFS, ROOTFS_STREAM)
 #: Modes the node side can bring up today.
-ROOTFS_MODES_SUPPORTED = (ROOTFS_RAMFS, ROOTFS_NFS)
+ROOTFS_MODES_SUPPORTED = (ROOTFS_RAMFS, ROOTFS_NFS, ROOTFS_STREAM)
 
 MODE_SERVICE = 'service'
 MODE_JOB = 'job'
@@ -76,6 +78,13 @@ In ``nfs`` mode there is no artifact URL: ``nfs`` is ``{"server": host,
 "port": int, "export": pseudo path, "options": mount options}``, and the
 node mounts the export read-only under a tmpfs overlay.  The result then
 has ``"bytes": 0`` and ``"nfs": {"export": "host:/path", "mount": s}``.
+
+With ``verity`` ``{"root_hash", "url", "size"}`` (``ramfs``, ``stream``)
+the artifact's blocks are checked by dm-verity when read instead of by
+``digest`` first.  ``stream`` mode needs it, and takes ``stream``
+``{"cache_max": bytes|None, "rate": bytes/s}``: only the hash tree is
+downloaded before the mount; the result's ``"stream"`` section names the
+NBD device and whether the background fetch runs.
 """
 
 STEP_START_WORKLOAD = 'bmc_start_workload'
@@ -90,7 +99,9 @@ STEP_WORKLOAD_STATUS = 'bmc_workload_status'
 """Report the workload state; no args.
 
 Returns ``{"state": "running"|"exited"|"absent", "exit_code": int|None,
-"output_tail": str, "stages": [...]}``.
+"output_tail": str, "stages": [...]}``; in ``stream`` mode also
+``"stream": {"bytes", "size", "started", "fully_local_at", "cached_bytes",
+"error", ...}``, the background fetch so far (epoch seconds).
 """
 
 STEP_STOP_WORKLOAD = 'bmc_stop_workload'

@@ -71,6 +71,16 @@ TUNABLES_ARGSINFO = service_steps.TUNABLES_ARGSINFO
 SUPPORTED_NETWORKS = ('noop', 'flat')
 
 
+def _stream_cache(node, container):
+    """Bytes of the stream mode's cache bound, or None (the default)."""
+    if (container.rootfs != protocol.ROOTFS_STREAM
+            or container.stream_cache is None):
+        return None
+    return deploy_info.stream_cache_bytes(
+        node, container.stream_cache,
+        image_properties.where(node, protocol.II_STREAM_CACHE))
+
+
 class ContainerDeploy(service_steps.ServiceStepsMixin,
                       agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
                       base.DeployInterface):
@@ -124,6 +134,19 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                   '%(host)s') % {
                     'where': image_properties.where(node, protocol.II_ROOTFS),
                     'host': CONF.host})
+        if (container.rootfs == protocol.ROOTFS_STREAM
+                and not rootfs.with_verity(
+                    rootfs.artifact_format(container.rootfs)[0])):
+            raise exception.InvalidParameterValue(
+                _('%(where)s: "stream" checks every block with dm-verity as '
+                  'it arrives, and conductor %(host)s builds no hash tree '
+                  '([container]rootfs_verity is %(verity)s, '
+                  '[container]rootfs_format is %(fmt)s; stream needs '
+                  'rootfs_verity = true and erofs or squashfs)') % {
+                    'where': image_properties.where(node, protocol.II_ROOTFS),
+                    'host': CONF.host,
+                    'verity': CONF.container.rootfs_verity,
+                    'fmt': CONF.container.rootfs_format})
         task.driver.boot.validate(task)
         boot_files.validate(task)
         rootfs.check_known_size(node, container)
@@ -180,6 +203,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             },
             'tunables': knobs,
             'kernel_args': kernel_args,
+            'stream_cache': _stream_cache(node, container),
         })
         t_on = time.time()
         manager_utils.node_power_action(task, states.POWER_ON)

@@ -63,13 +63,15 @@ def size_limit(node, mode=protocol.ROOTFS_RAMFS):
     The smaller of ``[container]max_image_size_mb`` (always applies) and,
     when the root lives in the node's RAM (``ramfs``),
     ``[container]max_image_ram_fraction`` of ``properties/memory_mb``
-    (when the node has it).  An NFS root stays on the conductor host.
+    (when the node has it).  An NFS root stays on the conductor host; a
+    streamed root is held in RAM only as far as its cache bound allows
+    (see :func:`stream_stage_args`).
 
     :returns: (limit in bytes, a phrase naming where the limit comes from)
     """
     limit = CONF.container.max_image_size_mb * MiB
     why = '[container]max_image_size_mb'
-    if mode == protocol.ROOTFS_NFS:
+    if mode in (protocol.ROOTFS_NFS, protocol.ROOTFS_STREAM):
         return limit, why
     try:
         memory_mb = int(node.properties.get('memory_mb') or 0)
@@ -220,6 +222,22 @@ def nfs_stage_args(artifact):
             'port': CONF.container.nfs_port,
             'export': ganesha.pseudo_path(artifact.cache_key),
             'options': CONF.container.nfs_mount_options}
+
+
+# --- the stream rootfs mode --------------------------------------------------
+
+def stream_stage_args(node, cache_bytes, size):
+    """What the agent needs to stream an artifact of ``size`` bytes.
+
+    ``cache_max`` is the RAM the node's block cache may take: the bound
+    the deploy asked for (``container_stream_cache``) or, by default, as
+    much as a ramfs root may hold.  None when the whole image fits: it
+    then becomes local and the network is no longer used.
+    """
+    if cache_bytes is None:
+        cache_bytes = size_limit(node, protocol.ROOTFS_RAMFS)[0]
+    return {'cache_max': None if cache_bytes >= size else cache_bytes,
+            'rate': CONF.container.stream_background_rate_mb * MiB}
 
 
 def check_known_size(node, container):

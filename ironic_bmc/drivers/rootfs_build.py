@@ -288,6 +288,9 @@ def _record_locked(task, deploy_id, started_at, artifact, workload_args,
                                'size': artifact.size})
     if artifact.format == protocol.FORMAT_TREE:
         info['stage_args']['nfs'] = rootfs.nfs_stage_args(artifact)
+    if info['stage_args'].get('rootfs') == protocol.ROOTFS_STREAM:
+        info['stage_args']['stream'] = rootfs.stream_stage_args(
+            node, info.get('stream_cache'), artifact.size)
     if artifact.verity:
         # The trust anchor: the node checks every block against it.
         info['stage_args']['verity'] = {

@@ -44,6 +44,7 @@ from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import step_hooks
+from ironic_bmc.drivers import stream_report
 from ironic_bmc import report as run_report
 
 LOG = log.getLogger(__name__)
@@ -134,6 +135,8 @@ def close(task):
         except exception.IronicException as exc:
             LOG.warning('No final workload state of node %(node)s: '
                         '%(err)s', {'node': node.uuid, 'err': exc})
+    if status:
+        stream_report.record(node, report, status)
     t_off = time.time()
     if node.power_state != states.POWER_OFF:
         manager_utils.node_power_action(task, states.POWER_OFF)

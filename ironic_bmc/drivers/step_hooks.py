@@ -11,6 +11,7 @@ import time
 from ironic.drivers.modules import agent_base
 
 from bmc_common import protocol
+from ironic_bmc.drivers import stream_report
 from ironic_bmc import report as run_report
 
 #: driver_internal_info key of the container deploy (see container_deploy).
@@ -62,6 +63,7 @@ def after_stage_rootfs(task, command):
         staging['nfs_export'] = nfs.get('export')
         staging['nfs_mount_s'] = nfs.get('mount')
     run_report.update(node, report, staging=staging)
+    stream_report.start(node, report, result)
     node.save()
 
 

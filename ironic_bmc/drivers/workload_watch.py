@@ -43,6 +43,7 @@ from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import run_close
+from ironic_bmc.drivers import stream_report
 from ironic_bmc import report as run_report
 
 LOG = log.getLogger(__name__)
@@ -80,10 +81,11 @@ def check(task):
     else:
         _unanswered.pop(key, None)
         state = status.get('state')
-        if state == 'running':
+        if state == 'running' and not stream_report.news(
+                run_report.get(node), status):
             return
         reason = None
-        if state != 'exited':
+        if state not in ('exited', 'running'):
             reason = (_('the agent on the node no longer knows the workload '
                         '(state %(state)s): the node rebooted or the agent '
                         'restarted') % {'state': state})
@@ -99,7 +101,13 @@ def check(task):
         _unanswered.pop(key, None)
         return
     _unanswered.pop(key, None)
-    if reason is None:
+    if status is not None:
+        stream_report.record(task.node, report, status)
+    if reason is None and status.get('state') == 'running':
+        # The stream's image became local (or its background fetch
+        # failed) while the workload runs on.
+        task.node.save()
+    elif reason is None:
         run_close.record_exit(task, status)
     else:
         record_lost(task, reason)

@@ -67,7 +67,14 @@ def _parser():
         s.add_argument('--conductors', type=int, default=1,
                        help='ironic-conductor processes (scaled profile; '
                             'default: %(default)s)')
-        s.add_argument('--node-memory-mb', type=int, default=2048)
+        s.add_argument('--node-memory-mb', type=int,
+                       default=4096 if name == 'bench' else 2048,
+                       help='RAM of each QEMU node (default: %(default)s)')
+        if name == 'bench':
+            s.add_argument('--large-image-mb', type=int, default=1536,
+                           help='size of the large image streamed for the '
+                                'app start of a large image over a small '
+                                'one; 0 skips it (default: %(default)s)')
         if name == 'demo':
             s.add_argument('--tunables', metavar='PROFILE_OR_JSON',
                            help='kernel tunables for the run: a profile '
@@ -78,10 +85,11 @@ def _parser():
                                 'is one, else the image property)')
             s.add_argument('--rootfs', choices=protocol.ROOTFS_MODES_SUPPORTED,
                            help='how the node gets the container root: '
-                                'ramfs (downloaded into RAM, the default) '
-                                'or nfs (the lab\'s nfs-ganesha export '
-                                'with a RAM overlay); sets instance_info/'
-                                'container_rootfs')
+                                'ramfs (downloaded into RAM, the default), '
+                                'stream (blocks on demand, then the rest '
+                                'in the background) or nfs (the lab\'s '
+                                'nfs-ganesha export with a RAM overlay); '
+                                'sets instance_info/container_rootfs')
             s.add_argument('--tenant', action='store_true',
                            help='run the job as the tenant "demo" '
                                 'through Glance and Nova (cloud profile)')
@@ -185,7 +193,8 @@ def main(argv=None):
             return 0 if code == 0 else 1
         elif args.command == 'bench':
             control.up(_settings_from_args(args))
-            return bench.main(_loaded(args))
+            return bench.main(_loaded(args),
+                              large_mb=args.large_image_mb)
     except procs.LabError as exc:
         print('bmc-lab %s: %s' % (args.command, exc), file=sys.stderr)
         return 1

@@ -63,6 +63,22 @@ def build_demo_tree(path):
     os.chmod(script, 0o755)
 
 
+def push_demo_image_with(settings, repo, files, tag='1'):
+    """The demo root plus ``files`` (path in the image -> bytes), pushed
+    as ``repo:tag`` with the demo script as its command; its reference."""
+    with tempfile.TemporaryDirectory() as tmp:
+        build_demo_tree(tmp)
+        for path, data in files.items():
+            dest = os.path.join(tmp, path.lstrip('/'))
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, 'wb') as f:
+                f.write(data)
+        image = ociimage.build_image([ociimage.entries_from_dir(tmp)],
+                                     cmd=['/demo.sh'], env=['PATH=/bin'])
+    ociimage.Pusher(settings.registry_address).push_image(repo, tag, image)
+    return '%s/%s:%s' % (settings.registry_address, repo, tag)
+
+
 def push_demo_image(settings, tag=DEMO_TAG):
     """Build and push the demo image; returns its reference by tag."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,9 +120,10 @@ def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
 
 
 def wait_report(settings, index=0, states=('finished',), timeout=600,
-                name=None):
+                name=None, until=None):
     """Poll the run report of node ``name`` (default: lab node ``index``)
-    until its state is one of ``states``."""
+    until its state is one of ``states`` (or ``until(report)`` is true,
+    when given)."""
     cli = lab_client.get_client(settings)
     name = name or settings.node_name(index)
     deadline = time.monotonic() + timeout
@@ -120,12 +137,13 @@ def wait_report(settings, index=0, states=('finished',), timeout=600,
             time.sleep(2)
             continue
         report = report.to_dict() if hasattr(report, 'to_dict') else report
-        if report and report.get('state') in states:
+        if report and (until(report) if until
+                       else report.get('state') in states):
             return report
         time.sleep(2)
     raise procs.LabError('the run report of %s did not reach %s within %ds; '
-                         'last: %s' % (name, '/'.join(states), timeout,
-                                       report))
+                         'last: %s' % (name, getattr(until, '__doc__', None)
+                                       or '/'.join(states), timeout, report))
 
 
 def undeploy(settings, index=0, timeout=300):
@@ -163,6 +181,23 @@ def format_report(report):
             line += ', NFS export %s mounted in %.2f s' % (
                 staging['nfs_export'], staging.get('nfs_mount_s') or 0)
         lines.append('%-20s %s' % ('staging', line))
+    stream = report.get('stream') or {}
+    if stream:
+        if stream.get('fully_local'):
+            line = ('fully local %.1f s after the workload started '
+                    '(background fetch %.1f s)' % (
+                        stream.get('fully_local_after_start_s') or 0,
+                        stream.get('background_fetch_s') or 0))
+        else:
+            line = 'not fully local: %s' % (
+                stream.get('not_local_reason') or stream.get('error')
+                or 'the run ended first')
+        if stream.get('bytes_fetched') is not None:
+            line += '; %.1f MB fetched' % (stream['bytes_fetched'] / 1e6)
+        if stream.get('bytes_cached') is not None:
+            line += '; %.1f MB in the bounded cache' % (
+                stream['bytes_cached'] / 1e6)
+        lines.append('%-20s %s' % ('stream', line))
     stages = report.get('stages') or []
     if stages:
         t0 = min(s['start'] for s in stages)

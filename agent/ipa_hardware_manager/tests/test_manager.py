@@ -93,7 +93,7 @@ class StageRootfsStepTest(unittest.TestCase):
         self.assertEqual('/var/lib/bmc/root', result['root'])
         mock_stage.assert_called_once_with(
             mock.ANY, 'http://h/a.erofs', DIGEST, 'erofs', 123, 'ramfs',
-            None, None)
+            None, None, None)
 
     @mock.patch.object(rootfs, 'teardown', autospec=True)
     @mock.patch.object(rootfs, 'load', autospec=True)
@@ -105,7 +105,7 @@ class StageRootfsStepTest(unittest.TestCase):
         mock_teardown.assert_called_once_with()
         mock_stage.assert_called_once_with(mock.ANY, 'http://h/a', DIGEST,
                                            'tar', None, 'ramfs', None,
-                                           None)
+                                           None, None)
 
     @mock.patch.object(rootfs.Staging, 'stage', autospec=True)
     def test_bad_format_is_deployment_error(self, mock_stage):

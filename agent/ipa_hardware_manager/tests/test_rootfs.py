@@ -24,6 +24,7 @@ from bmc_common import protocol
 
 PAYLOAD = b'not really an erofs image\n' * 1000
 DIGEST = 'sha256:' + hashlib.sha256(PAYLOAD).hexdigest()
+VERITY = {'root_hash': 'a' * 64, 'url': 'http://x/a.verity', 'size': 8192}
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -115,8 +116,28 @@ class ValidateTest(unittest.TestCase):
     def test_unknown_mode(self):
         self._bad('unknown rootfs mode', rootfs='floppy')
 
+    @mock.patch.object(protocol, 'ROOTFS_MODES_SUPPORTED', ('ramfs',))
     def test_unsupported_mode(self):
         self._bad("rootfs mode 'stream' is not supported", rootfs='stream')
+
+    def test_stream(self):
+        self.assertEqual(DIGEST.split(':')[1], rootfs.validate(
+            'http://x/a', DIGEST, 'erofs', 4096, 'stream', verity=VERITY,
+            stream={'cache_max': None, 'rate': 1000}))
+
+    def test_stream_needs_verity_a_size_and_an_image(self):
+        for kw in ({'size': 4096}, {'verity': VERITY},
+                   {'fmt': 'tar', 'size': 4096, 'verity': VERITY}):
+            self._bad('stream needs a erofs or squashfs artifact, its size '
+                      'and its dm-verity tree', rootfs='stream', **kw)
+
+    def test_stream_bad_cache_or_rate(self):
+        ok = {'rootfs': 'stream', 'size': 4096, 'verity': VERITY}
+        self._bad('cache_max must be a number of bytes',
+                  stream={'cache_max': '1G'}, **ok)
+        self._bad('at least 1 MiB', stream={'cache_max': 4096}, **ok)
+        self._bad('rate must be positive', stream={'rate': 0}, **ok)
+        self._bad('stream must be an object', stream='fast', **ok)
 
     def test_nfs(self):
         nfs = {'server': '10.0.2.100', 'port': 12049, 'export': '/bmc/k',
@@ -282,7 +303,8 @@ class StageTest(HttpTestCase):
         # The record lets a later step find the root and undo it.
         record = rootfs.load(self.base)
         self.assertEqual(root, record['root'])
-        self.assertEqual(3 + len(rootfs.BINDS), len(record["mounts"]))
+        self.assertEqual([self.base], record['outer'])
+        self.assertEqual(2 + len(rootfs.BINDS), len(record["mounts"]))
 
     def test_squashfs(self, mock_run, mock_fs):
         rootfs.Staging(self.base).stage(self.url, DIGEST, 'squashfs')
@@ -459,7 +481,8 @@ class StageNfsTest(unittest.TestCase):
                           'mount': 0.25}, result['nfs'])
         # The NFS mount is undone with the rest, after the overlay.
         record = rootfs.load(self.base)
-        self.assertEqual([self.base, lower], record['mounts'][:2])
+        self.assertEqual([self.base], record['outer'])
+        self.assertEqual([lower], record['mounts'][:1])
 
     @mock.patch.object(rootfs.rootfs_nfs, 'mount', autospec=True,
                        side_effect=rootfs.rootfs_nfs.NFSError('no answer'))
@@ -506,3 +529,121 @@ class RunTest(unittest.TestCase):
     def test_missing_binary(self):
         with self.assertRaisesRegex(rootfs.StagingError, 'cannot run'):
             rootfs._run('/nonexistent/binary')
+
+
+def _attach(stream):
+    stream.device = '/dev/nbd3'
+    return stream.device
+
+
+@mock.patch.object(rootfs.rootfs_stream, 'cached_bytes', autospec=True,
+                   return_value=65536)
+@mock.patch.object(rootfs.rootfs_stream, 'start_hydrator', autospec=True)
+@mock.patch.object(rootfs.rootfs_stream.Stream, 'stop', autospec=True)
+@mock.patch.object(rootfs.rootfs_stream.Stream, 'start', autospec=True,
+                   side_effect=_attach)
+@mock.patch.object(rootfs, '_ensure_nbd', autospec=True)
+@mock.patch.object(rootfs, '_ensure_target', autospec=True)
+@mock.patch.object(rootfs.rootfs_verity, 'close', autospec=True)
+@mock.patch.object(rootfs.rootfs_verity, 'open_device', autospec=True,
+                   return_value='/dev/mapper/bmc-rootfs')
+@mock.patch.object(rootfs, '_ensure_filesystem', autospec=True)
+@mock.patch.object(rootfs, '_run', autospec=True, return_value='')
+class StageStreamTest(HttpTestCase):
+    ROOT_HASH = 'c' * 64
+    SIZE = 400 * 1024 * 1024
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.base = os.path.join(self.tmp.name, 'bmc')
+        # The tree is what is downloaded; the artifact is streamed.
+        self.verity = {'root_hash': self.ROOT_HASH, 'url': self.url,
+                       'size': len(PAYLOAD)}
+        self.artifact_url = 'http://127.0.0.1:9/never-downloaded.erofs'
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def _stage(self, stream):
+        return rootfs.Staging(self.base).stage(
+            self.artifact_url, DIGEST, 'erofs', self.SIZE, 'stream',
+            verity=self.verity, stream=stream)
+
+    def test_only_the_tree_is_fetched_before_the_mount(
+            self, mock_run, mock_fs, mock_open, mock_close, mock_target,
+            mock_nbd, mock_start, mock_stop, mock_hydrate, mock_cached):
+        result = self._stage({'cache_max': None, 'rate': 1000})
+        tree = os.path.join(self.base, 'artifact.erofs.verity')
+        mock_open.assert_called_once_with('/dev/nbd3', tree, self.ROOT_HASH)
+        mock_nbd.assert_called_once_with()
+        self.assertEqual('dm-verity', result['verify'])
+        self.assertEqual('stream', result['rootfs'])
+        # The tree, and what the mount read on demand.
+        self.assertEqual(len(PAYLOAD) + 65536, result['bytes'])
+        mounts = [c.args for c in mock_run.call_args_list
+                  if c.args[0] == 'mount']
+        cache = os.path.join(self.base, 'stream-cache')
+        self.assertEqual(('mount', '-t', 'tmpfs', '-o',
+                          'mode=0700,size=%d' % (self.SIZE + 64 * 2 ** 20),
+                          'bmc-stream-cache', cache), mounts[1])
+        self.assertEqual(('mount', '-t', 'erofs', '-o', 'ro',
+                          '/dev/mapper/bmc-rootfs',
+                          os.path.join(self.base, 'lower')), mounts[2])
+        # Below dm-verity: the copy brings blocks in, reads check them.
+        mock_hydrate.assert_called_once_with(self.base, '/dev/nbd3',
+                                             self.SIZE, 1000)
+        self.assertEqual({'device': '/dev/nbd3', 'cache_max': None,
+                          'background_rate': 1000, 'fully_local': False},
+                         result['stream'])
+        # Undone innermost first: the root's mounts, dm-verity, the
+        # stream, then the cache and the tmpfs holding it.
+        order = mock.Mock()
+        order.attach_mock(mock_run, 'run')
+        order.attach_mock(mock_close, 'close')
+        order.attach_mock(mock_stop, 'stop')
+        mock_run.reset_mock()
+        self.assertTrue(rootfs.teardown(self.base))
+        calls = [(c[0], c.args[-1] if c[0] == 'run' else None)
+                 for c in order.mock_calls]
+        close_at = calls.index(('close', None))
+        stop_at = [c[0] for c in calls].index('stop')
+        self.assertEqual(os.path.join(self.base, 'lower'),
+                         calls[close_at - 1][1])
+        self.assertEqual(close_at + 1, stop_at)
+        self.assertEqual([('run', cache), ('run', self.base)],
+                         calls[stop_at + 1:])
+        self.assertEqual('/dev/nbd3', mock_stop.call_args.args[0].device)
+
+    def test_a_bounded_cache_keeps_the_cold_part_remote(
+            self, mock_run, mock_fs, mock_open, mock_close, mock_target,
+            mock_nbd, mock_start, mock_stop, mock_hydrate, mock_cached):
+        result = self._stage({'cache_max': 100 * 2 ** 20, 'rate': 1000})
+        mock_hydrate.assert_not_called()
+        # The status still has a stream section, saying why.
+        progress = rootfs.rootfs_stream.progress(self.base)
+        self.assertIn('bounded to', progress['not_local_reason'])
+        self.assertFalse(progress['running'])
+        self.assertIn('bounded to 104857600 bytes, less than the image',
+                      result['stream']['not_local_reason'])
+        mounts = [c.args for c in mock_run.call_args_list
+                  if c.args[0] == 'mount']
+        self.assertEqual('mode=0700,size=%d' % (164 * 2 ** 20),
+                         mounts[1][4])
+        self.assertEqual(100 * 2 ** 20,
+                         mock_start.call_args.args[0].cache_max)
+
+    def test_stream_failure_undoes_the_cache_and_the_tmpfs(
+            self, mock_run, mock_fs, mock_open, mock_close, mock_target,
+            mock_nbd, mock_start, mock_stop, mock_hydrate, mock_cached):
+        mock_start.side_effect = rootfs.rootfs_stream.StreamError(
+            'nbdkit failed (exit 1): curl: HTTP 404')
+        with self.assertRaisesRegex(rootfs.StagingError,
+                                    'cannot stream .*404'):
+            self._stage({'rate': 1000})
+        umounts = [c.args[-1] for c in mock_run.call_args_list
+                   if c.args[0] == 'umount']
+        self.assertEqual([os.path.join(self.base, 'stream-cache'),
+                          self.base], umounts)
+        mock_open.assert_not_called()
+        mock_close.assert_not_called()
+        mock_hydrate.assert_not_called()

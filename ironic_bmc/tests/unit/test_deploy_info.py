@@ -19,9 +19,10 @@ from ironic_bmc import deploy_info
 from ironic_bmc.image import pipeline
 
 
-def _node(**ii):
+def _node(properties=None, **ii):
     return types.SimpleNamespace(instance_info=ii, driver_info={},
                                  driver_internal_info={},
+                                 properties=properties or {},
                                  uuid='1be26c0b-03f2-4d2e-ae87-c02d7f33c123')
 
 
@@ -51,13 +52,57 @@ def test_nfs_mode_is_accepted():
     assert info.rootfs == 'nfs'
 
 
-@pytest.mark.parametrize('rootfs', ['stream'])
-def test_modes_not_built_yet_are_refused(rootfs):
+def test_modes_not_built_yet_are_refused(monkeypatch):
+    monkeypatch.setattr(deploy_info.protocol, 'ROOTFS_MODES_SUPPORTED',
+                        ('ramfs',))
     with pytest.raises(exception.InvalidParameterValue,
-                       match="container_rootfs: '%s' is not supported yet"
-                       % rootfs):
+                       match="container_rootfs: 'stream' is not supported "
+                             "yet"):
         deploy_info.parse(_node(container_image='r/a:1',
-                                container_rootfs=rootfs))
+                                container_rootfs='stream'))
+
+
+MiB = 1024 * 1024
+
+
+@pytest.mark.parametrize('value,expected', [
+    (str(64 * MiB), 64 * MiB), (64 * MiB, 64 * MiB), ('512M', 512 * MiB),
+    ('1.5GiB', 1536 * MiB), ('2g', 2048 * MiB), ('25%', 1024 * MiB),
+    (' 100% ', 4096 * MiB)])
+def test_stream_cache_sizes(value, expected):
+    node = _node(properties={'memory_mb': 4096}, container_image='r/a:1',
+                 container_rootfs='stream', container_stream_cache=value)
+    info = deploy_info.parse(node)
+    assert info.stream_cache == str(value).strip()
+    assert deploy_info.stream_cache_bytes(node, info.stream_cache,
+                                          'x') == expected
+
+
+@pytest.mark.parametrize('value,memory_mb,message', [
+    ('lots', 4096, "must be a size .* got 'lots'"),
+    ('-1G', 4096, 'must be a size'),
+    ('12K', 4096, 'less than 1 MiB'),
+    ('8G', 4096, r'8G \(8192 MiB\) is more than the RAM of node .*'
+                 r'memory_mb: 4096 MiB'),
+    ('0%', 4096, 'more than 0% and at most 100%'),
+    ('150%', 4096, 'more than 0% and at most 100%'),
+    ('25%', None, 'a share of RAM, but node .* has no properties/memory_mb'),
+])
+def test_stream_cache_refused(value, memory_mb, message):
+    node = _node(properties={'memory_mb': memory_mb} if memory_mb else {},
+                 container_image='r/a:1', container_rootfs='stream',
+                 container_stream_cache=value)
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='instance_info/container_stream_cache.*'
+                       + message):
+        deploy_info.parse(node)
+
+
+def test_stream_cache_without_memory_is_not_bounded_by_it():
+    node = _node(container_image='r/a:1', container_rootfs='stream',
+                 container_stream_cache='64G')
+    assert deploy_info.stream_cache_bytes(
+        node, deploy_info.parse(node).stream_cache, 'x') == 65536 * MiB
 
 
 def test_unknown_rootfs_and_mode():

@@ -36,16 +36,38 @@ from ironic_bmc.tests.unit.drivers import test_container_deploy as base
 ROOT_HASH = 'e' * 64
 
 
+def add_verity(test):
+    """Give ``test.artifact`` a hash tree."""
+    tree = test.artifact.path + '.verity'
+    with open(tree, 'wb') as f:
+        f.write(b'hash tree')
+    test.artifact = dataclasses.replace(
+        test.artifact, verity={'root_hash': ROOT_HASH, 'size': 9},
+        verity_path=tree)
+
+
+def record_build(test, rootfs_mode='ramfs', **info):
+    """The node waits for its build, which then ends with
+    ``test.artifact``; return the node as the build left it."""
+    node = test.node
+    node.provision_state = states.DEPLOYWAIT
+    node.set_driver_internal_info('bmc_deploy', dict(
+        info, deploy_id='d1', stage_args={'rootfs': rootfs_mode},
+        build={'state': rootfs_build.BUILDING}))
+    node.set_driver_internal_info(
+        run_report.INTERNAL_KEY, {'stages': [], 'node': node.uuid,
+                                  'deploy_id': 'd1'})
+    node.save()
+    rootfs_build.record(test.context, node.uuid, 'd1', 1.0, test.artifact,
+                        {'command': ['/x']}, None)
+    return objects.Node.get_by_uuid(test.context, node.uuid)
+
+
 class VerityTestCase(base.ContainerDeployTestCase):
 
     def setUp(self):
         super().setUp()
-        tree = self.artifact.path + '.verity'
-        with open(tree, 'wb') as f:
-            f.write(b'hash tree')
-        self.artifact = dataclasses.replace(
-            self.artifact, verity={'root_hash': ROOT_HASH, 'size': 9},
-            verity_path=tree)
+        add_verity(self)
 
     def test_only_block_formats_get_a_tree(self):
         self.assertTrue(rootfs.with_verity('erofs'))
@@ -56,17 +78,7 @@ class VerityTestCase(base.ContainerDeployTestCase):
         self.assertFalse(rootfs.with_verity('erofs'))
 
     def _record_build(self):
-        self.node.provision_state = states.DEPLOYWAIT
-        self.node.set_driver_internal_info('bmc_deploy', {
-            'deploy_id': 'd1', 'stage_args': {'rootfs': 'ramfs'},
-            'build': {'state': rootfs_build.BUILDING}})
-        self.node.set_driver_internal_info(
-            run_report.INTERNAL_KEY, {'stages': [], 'node': self.node.uuid,
-                                      'deploy_id': 'd1'})
-        self.node.save()
-        rootfs_build.record(self.context, self.node.uuid, 'd1', 1.0,
-                            self.artifact, {'command': ['/x']}, None)
-        return objects.Node.get_by_uuid(self.context, self.node.uuid)
+        return record_build(self)
 
     def test_tree_published_beside_the_artifact(self):
         node = self._record_build()

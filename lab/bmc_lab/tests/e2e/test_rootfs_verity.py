@@ -26,14 +26,12 @@ import glob
 import json
 import os
 import subprocess
-import tempfile
 import time
 
 
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
 from bmc_lab import nodes
-from bmc_lab import ociimage
 from bmc_common import protocol
 
 REPO = 'bmc/tamper'
@@ -42,15 +40,7 @@ BLOB = MARKER * (4 * 1024 * 1024 // len(MARKER))
 
 
 def _push_image(lab):
-    with tempfile.TemporaryDirectory() as tmp:
-        container_job.build_demo_tree(tmp)
-        os.makedirs(os.path.join(tmp, 'data'))
-        with open(os.path.join(tmp, 'data', 'blob'), 'wb') as f:
-            f.write(BLOB)
-        image = ociimage.build_image([ociimage.entries_from_dir(tmp)],
-                                     cmd=['/demo.sh'], env=['PATH=/bin'])
-    ociimage.Pusher(lab.registry_address).push_image(REPO, '1', image)
-    return '%s/%s:1' % (lab.registry_address, REPO)
+    return container_job.push_demo_image_with(lab, REPO, {'/data/blob': BLOB})
 
 
 def _published(lab, node_uuid, timeout=120):

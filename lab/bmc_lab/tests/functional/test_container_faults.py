@@ -174,7 +174,7 @@ def test_image_larger_than_ram(lab, node):
 
 
 @pytest.mark.parametrize('key,value,expected', [
-    ('container_rootfs', 'stream', 'not supported yet'),
+    ('container_stream_cache', 'lots', 'must be a size'),
     ('container_rootfs', 'floppy', 'unknown value'),
     ('container_mode', 'batch', 'unknown value'),
     ('container_command', 'not-json', 'JSON'),

@@ -136,6 +136,29 @@ def test_bench_summary_and_table():
     result.update(bench.summarize_nfs(
         {'staging': {'bytes_before_start': 0, 'nfs_mount_s': 0.4,
                      'mount_s': 1.9}, 'workload_exit_code': 0}, 70.5))
+
+    def streamed(size, start, end, local):
+        return ({'artifact': {'size': size},
+                 'staging': {'bytes_before_start': 3e6},
+                 'stages': [{'name': 'rootfs-staged', 'start': 50.0,
+                             'end': start},
+                            {'name': 'workload-started', 'start': start,
+                             'end': end}],
+                 'stream': {'fully_local': local,
+                            'fully_local_after_start_s': 12.5 if local
+                            else None,
+                            'background_fetch_s': 13.0 if local else None,
+                            'not_local_reason': None if local else 'x'}},
+                end - 10.0)
+    result.update(bench.summarize_stream(
+        *streamed(150e6, 53.0, 54.0, True),
+        large_run=streamed(1600e6, 53.2, 54.6, False), node_memory_mb=4096))
+    assert result['stream_app_start_s'] == 4.0
+    assert result['stream_large_app_start_s'] == 4.6
+    assert result['stream_start_large_over_small'] == 1.15
+    assert result['stream_t_ready_s'] == 44.0
+    assert result['stream_large_artifact_mb'] == 1600.0
+    assert result['stream_large_fully_local'] is False
     assert result['staging_over_raw'] == 1.5
     assert result['bytes_before_start_ramfs'] == 150e6
     assert result['t_ready_nfs_s'] == 70.5
@@ -150,3 +173,8 @@ def test_bench_summary_and_table():
     assert re.search(r'^T_ready nfs .* +70\.50 s$', table, re.M)
     assert re.search(r'^  bytes before the workload started, nfs +0\.0 MB$',
                      table, re.M)
+    assert re.search(r'^  fully local +12\.5 s after the start \(background '
+                     r'fetch 13\.0 s\)$', table, re.M)
+    assert re.search(r'^  fully local +not reached: x$', table, re.M)
+    assert re.search(r'^stream app start, large / small \(goal <= 1\.2\) '
+                     r'+1\.15$', table, re.M)

@@ -39,6 +39,15 @@ class TestContainerDeployValidate(base.ContainerNodeTest):
         self.assertIn('instance_info/container_rootfs', result['reason'])
         self.assertIn("unknown value 'floppy'", result['reason'])
 
+    @decorators.idempotent_id('e1b794e0-1473-4136-b810-dd0b171a094e')
+    def test_stream_cache_that_is_not_a_size_is_refused(self):
+        result = self.deploy_validation(
+            container_image='registry.example:5000/app:1',
+            container_rootfs='stream', container_stream_cache='plenty')
+        self.assertFalse(result['result'])
+        self.assertIn('instance_info/container_stream_cache must be a size',
+                      result['reason'])
+
     @decorators.idempotent_id('c4e6a8b0-2d1f-4a3c-9e5b-7f9a1c3e5d33')
     def test_unknown_tunable_is_refused(self):
         result = self.deploy_validation(
