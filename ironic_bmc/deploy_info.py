@@ -44,6 +44,8 @@ class ContainerInfo:
     #: stream mode: the bound of the node's block cache, as given (bytes,
     #: or a share of RAM), or None: as much of the image as RAM allows.
     stream_cache: str = None
+    #: A knob that did not apply fails the deploy.
+    tunables_strict: bool = False
 
 
 def _json_value(key, value, kind, label=None):
@@ -88,6 +90,15 @@ def _env(value, label):
                   '%(value)r') % {'label': label, 'name': name,
                                   'value': val})
     return {k: str(v) for k, v in value.items()}
+
+
+def _bool(value, label):
+    try:
+        return strutils.bool_from_string(value, strict=True)
+    except ValueError:
+        raise exception.InvalidParameterValue(
+            _('%(label)s must be true or false, got %(value)r')
+            % {'label': label, 'value': value}) from None
 
 
 def _choice(info, key, label, choices, default, supported=None):
@@ -164,6 +175,9 @@ def parse(node):
             node.instance_info.get(protocol.II_MEASURE_LINK, False),
             strict=False),
     )
+    if info.get(protocol.II_TUNABLES_STRICT) not in (None, ''):
+        result.tunables_strict = _bool(info[protocol.II_TUNABLES_STRICT],
+                                       label(protocol.II_TUNABLES_STRICT))
     if info.get(protocol.II_STREAM_CACHE) not in (None, ''):
         result.stream_cache = str(info[protocol.II_STREAM_CACHE]).strip()
         stream_cache_bytes(node, result.stream_cache,

@@ -43,6 +43,8 @@ II_COMMAND = 'container_command'
 II_ENV = 'container_env'
 II_MODE = 'container_mode'
 II_TUNABLES = 'container_tunables'
+#: A knob that did not apply fails the deploy (default: reported only).
+II_TUNABLES_STRICT = 'container_tunables_strict'
 #: Run the OS-noise probe before and after the tunables: seconds per run.
 II_NOISE_PROBE = 'container_noise_probe'
 #: Diagnostic: the agent first times a plain transfer of the artifact.

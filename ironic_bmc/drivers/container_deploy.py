@@ -204,6 +204,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             'tunables': knobs,
             'kernel_args': kernel_args,
             'stream_cache': _stream_cache(node, container),
+            'tunables_strict': container.tunables_strict,
         })
         t_on = time.time()
         manager_utils.node_power_action(task, states.POWER_ON)
@@ -261,7 +262,11 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         service_steps.noise_probe(task, 'before-tunables')
         if not knobs:
             return None
-        return self._execute_in_band(task, {'tunables': knobs})
+        args = {'tunables': knobs}
+        if node.driver_internal_info[DEPLOY_KEY].get('tunables_strict'):
+            # The agent fails the step naming each knob that did not apply.
+            args['strict'] = True
+        return self._execute_in_band(task, args)
 
     @base.deploy_step(priority=80)
     def bmc_stage_rootfs(self, task):

@@ -823,6 +823,37 @@ class TunablesTestCase(ContainerDeployTestCase):
         with task_manager.acquire(self.context, self.node.uuid) as task:
             self.assertEqual({'thp': 'never'}, tuning.requested(task.node))
 
+    @mock.patch.object(agent_base, 'execute_step', autospec=True)
+    def test_strict_reaches_the_agent(self, mock_execute):
+        mock_execute.return_value = None
+        self.node.instance_info = dict(self.node.instance_info,
+                                       container_tunables='thp-never',
+                                       container_tunables_strict='true')
+        self.node.deploy_step = {'interface': 'deploy', 'priority': 85,
+                                 'step': 'bmc_apply_tunables', 'args': {}}
+        self.node.set_driver_internal_info('bmc_deploy', {
+            'powered_on': 1.0, 'tunables_strict': deploy_info.parse(
+                self.node).tunables_strict})
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, {
+            'stages': [], 'node': self.node.uuid, 'deploy_id': 'x'})
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            with mock.patch.object(container_deploy.service_steps,
+                                   'noise_probe', autospec=True):
+                task.driver.deploy.bmc_apply_tunables(task)
+        self.assertEqual({'tunables': {'thp': 'never'}, 'strict': True},
+                         mock_execute.call_args.args[1]['args'])
+
+    def test_strict_must_be_a_boolean(self):
+        self.node.instance_info = dict(self.node.instance_info,
+                                       container_tunables_strict='maybe')
+        exc = self.assertRaises(exception.InvalidParameterValue,
+                                deploy_info.parse, self.node)
+        self.assertIn('instance_info/container_tunables_strict must be true '
+                      'or false, got \'maybe\'', str(exc))
+        self.node.instance_info['container_tunables_strict'] = 'no'
+        self.assertFalse(deploy_info.parse(self.node).tunables_strict)
+
     def _thp_never_template(self):
         objects.DeployTemplate(
             self.context, uuid=uuidutils.generate_uuid(),
