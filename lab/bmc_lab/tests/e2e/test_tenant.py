@@ -192,9 +192,9 @@ def test_bad_image_fails_the_server_and_loses_nothing(lab, props,
         _node_clean(settings, n.id)
 
 
-#: The plugin's tests (tempest/): validation (3), Glance properties (6),
+#: The plugin's tests (tempest/): validation (4), Glance properties (6),
 #: deploy templates (3) and the scenario (1).
-TEMPEST_TESTS = 13
+TEMPEST_TESTS = 14
 
 
 def test_tempest_plugin_against_the_cloud(lab):
