@@ -217,6 +217,8 @@ class Staging:
                            stream)
         if verity is not None:
             verity = rootfs_verity.check(verity)
+        if rootfs == protocol.ROOTFS_STREAM:
+            stream = rootfs_stream.check(stream)
         fstype = _FS_FOR_FORMAT.get(fmt)
         start = time.time()
         verify = {}
@@ -256,8 +258,7 @@ class Staging:
                 tree = artifact + '.verity'
                 nbytes = rootfs_download.download(
                     verity['url'], tree, None, verity['size'])
-                artifact = self._start_stream(url, int(size),
-                                              rootfs_stream.check(stream))
+                artifact = self._start_stream(url, int(size), stream)
             else:
                 # With dm-verity, no whole-file hash: blocks are checked
                 # when read.
@@ -352,7 +353,6 @@ class Staging:
     def _start_background(self, stream):
         """Fetch the rest in the background, unless the cache cannot hold
         it all; return the report's ``stream`` section so far."""
-        stream = rootfs_stream.check(stream)
         size = self.stream.size
         local = not stream['cache_max'] or stream['cache_max'] >= size
         section = {'device': self.stream.device,
