@@ -114,6 +114,18 @@ opts = [
                     'conductor\'s polls unanswered before the run is '
                     'declared lost: the report and last_error say why and '
                     'the node is powered off.'),
+    cfg.IntOpt('stop_grace_period', default=10, min=0, max=600,
+               help='Seconds a workload has, on undeploy, between its '
+                    'image\'s StopSignal (SIGTERM by default) and SIGKILL '
+                    'to every process of its cgroup, before the node is '
+                    'powered off; also the grace at a walltime\'s end.'),
+    cfg.BoolOpt('allow_privileged', default=True,
+                help='Let workloads run privileged, sharing the machine '
+                     '(every device and capability, writable /sys, kernel '
+                     'modules): the default of instance_info/'
+                     'container_privileged.  False confines every workload '
+                     'as Docker does and refuses container_privileged=true '
+                     'at validate.'),
     cfg.ListOpt('tunables_profile_dirs', default=[],
                 help='Directories of operator tunables profiles (*.conf, '
                      'tuned-style with [main] include= and [knobs]), '

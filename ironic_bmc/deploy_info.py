@@ -24,6 +24,7 @@ from ironic.common import exception
 from ironic.common.i18n import _
 from oslo_utils import strutils
 
+from bmc_common import oci
 from bmc_common import protocol
 from ironic_bmc.conf import CONF
 from ironic_bmc import image_properties
@@ -46,6 +47,12 @@ class ContainerInfo:
     stream_cache: str = None
     #: A knob that did not apply fails the deploy.
     tunables_strict: bool = False
+    #: Seconds the workload may run, or None.
+    walltime: float = None
+    #: The container shares the machine (see [container]allow_privileged).
+    privileged: bool = True
+    #: container_rlimits as given (checked), or None: the defaults.
+    rlimits: dict = None
 
 
 def _json_value(key, value, kind, label=None):
@@ -182,12 +189,45 @@ def parse(node):
         result.stream_cache = str(info[protocol.II_STREAM_CACHE]).strip()
         stream_cache_bytes(node, result.stream_cache,
                            label(protocol.II_STREAM_CACHE))
+    _run_limits(info, label, result)
     if info.get(protocol.II_COMMAND) is not None:
         result.command = _command(info[protocol.II_COMMAND],
                                   label(protocol.II_COMMAND))
     if info.get(protocol.II_ENV) is not None:
         result.env = _env(info[protocol.II_ENV], label(protocol.II_ENV))
     return result
+
+
+def _run_limits(info, label, result):
+    """container_walltime, container_privileged, container_rlimits."""
+    if info.get(protocol.II_WALLTIME) not in (None, ''):
+        try:
+            result.walltime = oci.parse_walltime(info[protocol.II_WALLTIME])
+        except ValueError as exc:
+            raise exception.InvalidParameterValue(
+                _('%(label)s: %(err)s')
+                % {'label': label(protocol.II_WALLTIME), 'err': exc})
+    result.privileged = CONF.container.allow_privileged
+    if info.get(protocol.II_PRIVILEGED) not in (None, ''):
+        result.privileged = _bool(info[protocol.II_PRIVILEGED],
+                                  label(protocol.II_PRIVILEGED))
+        if result.privileged and not CONF.container.allow_privileged:
+            raise exception.InvalidParameterValue(
+                _('%(label)s: privileged workloads are not allowed on '
+                  'conductor %(host)s ([container]allow_privileged = '
+                  'false); remove the key or set it to false')
+                % {'label': label(protocol.II_PRIVILEGED),
+                   'host': CONF.host})
+    if info.get(protocol.II_RLIMITS) not in (None, ''):
+        value = _json_value(protocol.II_RLIMITS, info[protocol.II_RLIMITS],
+                            'object', label(protocol.II_RLIMITS))
+        try:
+            oci.parse_rlimits(value)
+        except ValueError as exc:
+            raise exception.InvalidParameterValue(
+                _('%(label)s: %(err)s')
+                % {'label': label(protocol.II_RLIMITS), 'err': exc})
+        result.rlimits = value
 
 
 _SIZE_RE = re.compile(r'^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?$', re.I)
@@ -283,10 +323,26 @@ def workload_args(container, image_config):
                                           'key': protocol.II_COMMAND})
     env = dict(image_config.env_dict)
     env.update(container.env)
-    return {
+    args = {
         'command': list(command),
         'env': env,
         'workdir': image_config.working_dir or '/',
         'user': image_config.user or '',
         'mode': container.mode,
+        'privileged': container.privileged,
     }
+    if image_config.stop_signal:
+        try:
+            oci.parse_signal(image_config.stop_signal)
+        except ValueError as exc:
+            raise exception.InvalidParameterValue(
+                _('The image %(image)s has a StopSignal in its config that '
+                  'cannot be sent: %(err)s')
+                % {'image': container.image, 'err': exc})
+        args['stop_signal'] = image_config.stop_signal
+    if container.walltime:
+        args['walltime'] = container.walltime
+        args['stop_grace'] = CONF.container.stop_grace_period
+    if container.rlimits:
+        args['rlimits'] = container.rlimits
+    return args

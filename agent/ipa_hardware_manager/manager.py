@@ -78,11 +78,26 @@ START_WORKLOAD_ARGSINFO = {
     'mode': {'description': 'workload mode: %s (default %s)' % (
         ', '.join(protocol.WORKLOAD_MODES), protocol.MODE_JOB),
         'required': False},
+    'stop_signal': {'description': 'the image\'s StopSignal (default '
+                    'SIGTERM)', 'required': False},
+    'walltime': {'description': 'seconds the workload may run; then it is '
+                 'stopped as by bmc_stop_workload', 'required': False},
+    'privileged': {'description': 'true (default): the container shares '
+                   'the machine; false: Docker\'s confinement',
+                   'required': False},
+    'rlimits': {'description': 'process rlimits over the HPC defaults '
+                '(memlock unlimited, nofile 1048576)', 'required': False},
+    'stop_grace': {'description': 'seconds between the StopSignal and '
+                   'SIGKILL when the walltime ends it (default %d)'
+                   % workload.DEFAULT_GRACE, 'required': False},
 }
 
 STOP_WORKLOAD_ARGSINFO = {
-    'grace': {'description': 'seconds between SIGTERM and SIGKILL '
+    'grace': {'description': 'seconds between the StopSignal and SIGKILL '
               '(default %d)' % workload.DEFAULT_GRACE, 'required': False},
+    'reason': {'description': 'why (recorded): %s' % ', '.join(
+        protocol.STOP_REASONS),
+               'required': False},
 }
 
 
@@ -166,7 +181,9 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
 
     def bmc_start_workload(self, node, ports, command=None, env=None,
                            workdir=None, user=None,
-                           mode=protocol.MODE_JOB, **kwargs):
+                           mode=protocol.MODE_JOB, stop_signal=None,
+                           walltime=None, privileged=True, rlimits=None,
+                           stop_grace=workload.DEFAULT_GRACE, **kwargs):
         """Start the workload in the staged root (protocol step)."""
         staged = staging.load()
         try:
@@ -175,7 +192,11 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                                              % protocol.STEP_STAGE_ROOTFS)
             return self.supervisor.start(staged['root'], command, env=env,
                                          workdir=workdir, user=user,
-                                         mode=mode)
+                                         mode=mode, stop_signal=stop_signal,
+                                         walltime=walltime,
+                                         privileged=privileged,
+                                         rlimits=rlimits,
+                                         stop_grace=stop_grace)
         except workload.WorkloadError as exc:
             problem = rootfs_verity.integrity_problem()
             raise errors.DeploymentError('%s: %s%s' % (
@@ -196,10 +217,16 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         return status
 
     def bmc_stop_workload(self, node, ports, grace=workload.DEFAULT_GRACE,
-                          **kwargs):
-        """Stop the workload: SIGTERM, then SIGKILL (protocol step)."""
+                          reason=protocol.STOP_REQUEST, **kwargs):
+        """Stop the workload: its StopSignal, then SIGKILL to its cgroup
+        (protocol step)."""
+        if reason not in protocol.STOP_REASONS:
+            raise errors.DeploymentError(
+                '%s: unknown reason %r (known: %s)' % (
+                    protocol.STEP_STOP_WORKLOAD, reason,
+                    ', '.join(protocol.STOP_REASONS)))
         try:
-            return self.supervisor.stop(grace)
+            return self.supervisor.stop(grace, reason=reason)
         except workload.WorkloadError as exc:
             raise errors.DeploymentError(
                 '%s: %s' % (protocol.STEP_STOP_WORKLOAD, exc)) from exc

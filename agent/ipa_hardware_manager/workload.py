@@ -12,17 +12,21 @@
 
 """Run the container's command as the machine's main workload.
 
-The command runs with full root privileges (no namespaces besides its own
-session, no capability drop: the machine is the container) chrooted into
-the staged root, with the given environment, working directory and user.
-Its combined stdout/stderr goes to a file in RAM.  One workload at a time.
+The command runs under an OCI runtime (crun) from a runtime spec written
+by :mod:`oci_spec`: by default privileged, sharing the machine (the
+machine is the container), in its own mount and PID namespaces and its
+own cgroup.  Its combined stdout/stderr goes to a file in RAM.  One
+workload at a time.
 
-A small JSON record next to the output lets an agent that was restarted
-still report on (and stop) a workload started by its predecessor.
+``crun run`` stays the agent's child for the workload's life and exits
+with its status.  A small JSON record next to the output lets an agent
+that was restarted still report on (and stop) a workload started by its
+predecessor, and re-arm its walltime.
 """
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -30,8 +34,10 @@ import time
 
 from oslo_log import log
 
+from ipa_hardware_manager import oci_spec
 from ipa_hardware_manager import rapl
 from ipa_hardware_manager import tunables
+from bmc_common import oci
 from bmc_common import protocol
 
 LOG = log.getLogger(__name__)
@@ -39,65 +45,25 @@ LOG = log.getLogger(__name__)
 STATE_DIR = '/run/bmc-workload'
 STATE_FILE = 'workload.json'
 OUTPUT_FILE = 'output.log'
-DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+BUNDLE_DIR = 'bundle'
+PID_FILE = 'container.pid'
+RUNTIME = 'crun'
+CONTAINER_ID = 'bmc-workload'
+CGROUP_PATH = '/bmc-workload'
+DEFAULT_PATH = oci_spec.DEFAULT_PATH
 DEFAULT_GRACE = 10
+#: How long ``crun run`` may take to create the container.
+CREATE_TIMEOUT = 60
+#: After SIGKILL to the whole cgroup, how long the end may take.
+KILL_WAIT = 10
 
 
 class WorkloadError(Exception):
     """The workload could not be started or stopped; says why."""
 
 
-def _read_db(root, name):
-    try:
-        with open(os.path.join(root, 'etc', name)) as f:
-            return [line.rstrip('\n').split(':') for line in f
-                    if line.strip() and not line.startswith('#')]
-    except OSError:
-        return []
-
-
-def resolve_user(root, user):
-    """Return (uid, gid, home) for ``uid[:gid]`` or ``name[:group]``.
-
-    Names are looked up in the staged root's /etc/passwd and /etc/group,
-    as the container would.
-    """
-    if user is None or user == '':
-        user = '0'
-    user = str(user)
-    name, _sep, group = user.partition(':')
-    passwd = _read_db(root, 'passwd')
-    home = '/'
-    if name.isdigit():
-        uid = int(name)
-        gid = uid
-        for entry in passwd:
-            if len(entry) >= 6 and entry[2] == name:
-                gid, home = int(entry[3]), entry[5] or '/'
-                break
-    else:
-        for entry in passwd:
-            if len(entry) >= 6 and entry[0] == name:
-                uid, gid, home = int(entry[2]), int(entry[3]), entry[5]
-                break
-        else:
-            raise WorkloadError('user %r not found in the image\'s '
-                                '/etc/passwd' % name)
-    if group:
-        if group.isdigit():
-            gid = int(group)
-        else:
-            for entry in _read_db(root, 'group'):
-                if len(entry) >= 3 and entry[0] == group:
-                    gid = int(entry[2])
-                    break
-            else:
-                raise WorkloadError('group %r not found in the image\'s '
-                                    '/etc/group' % group)
-    return uid, gid, home or '/'
-
-
-def _validate(command, env, workdir, mode):
+def _validate(command, env, workdir, mode, stop_signal, walltime,
+              privileged):
     if (not isinstance(command, (list, tuple)) or not command
             or not all(isinstance(c, str) for c in command)):
         raise WorkloadError('command must be a non-empty list of strings, '
@@ -114,6 +80,23 @@ def _validate(command, env, workdir, mode):
     if mode not in protocol.WORKLOAD_MODES:
         raise WorkloadError('unknown workload mode %r (known: %s)' % (
             mode, ', '.join(protocol.WORKLOAD_MODES)))
+    if not isinstance(privileged, bool):
+        raise WorkloadError('privileged must be true or false, got %r'
+                            % (privileged,))
+    try:
+        number = oci.parse_signal(stop_signal or 'SIGTERM')
+        seconds = (oci.parse_walltime(walltime) if walltime is not None
+                   else None)
+    except ValueError as exc:
+        raise WorkloadError(str(exc)) from None
+    return number, seconds
+
+
+def _signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return 'SIGRTMIN+%d' % (number - int(signal.SIGRTMIN))
 
 
 def _tail(path, limit=protocol.OUTPUT_TAIL_BYTES):
@@ -144,13 +127,17 @@ def _pid_alive(pid):
 class Supervisor:
     """Starts, watches and stops the one workload of this node."""
 
-    def __init__(self, state_dir=STATE_DIR):
+    def __init__(self, state_dir=STATE_DIR, runtime=RUNTIME):
         self.state_dir = state_dir
+        self.runtime = runtime
         self.lock = threading.Lock()
         self.proc = None
         self.watcher = None
         self.meter = None
+        self.timer = None
         self.record = self._load()
+        if self.record and self._running():
+            self._arm_walltime()
 
     # -- persistence -------------------------------------------------------
 
@@ -174,81 +161,177 @@ class Supervisor:
             LOG.warning('Could not record the workload state in %s: %s',
                         self.state_dir, exc)
 
+    # -- the runtime -------------------------------------------------------
+
+    def _runtime_cmd(self, *args):
+        return [self.runtime, '--root', os.path.join(self.state_dir, 'crun'),
+                *args]
+
+    def _runtime_call(self, *args, timeout=30):
+        """Run a short runtime command; (ok, its output)."""
+        try:
+            done = subprocess.run(
+                self._runtime_cmd(*args), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                timeout=timeout, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return False, str(exc)
+        return done.returncode == 0, done.stdout.decode(errors='replace')
+
+    def _write_bundle(self, spec):
+        bundle = os.path.join(self.state_dir, BUNDLE_DIR)
+        shutil.rmtree(bundle, ignore_errors=True)
+        os.makedirs(bundle)
+        with open(os.path.join(bundle, 'config.json'), 'w') as f:
+            json.dump(spec, f, indent=1)
+        return bundle
+
+    def _wait_created(self, proc, pid_file, output):
+        """The container's init pid once crun has created it; crun's own
+        error when it could not."""
+        deadline = time.monotonic() + CREATE_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                with open(pid_file) as f:
+                    text = f.read().strip()
+                if text:
+                    return int(text)
+            except (OSError, ValueError):
+                pass
+            if proc.poll() is not None:
+                raise WorkloadError('the OCI runtime could not create the '
+                                    'container (exit %s): %s' % (
+                                        proc.returncode,
+                                        _tail(output, 2048).strip()))
+            time.sleep(0.02)
+        proc.kill()
+        proc.wait()
+        raise WorkloadError('the OCI runtime did not create the container '
+                            'within %d s: %s' % (CREATE_TIMEOUT,
+                                                 _tail(output, 2048).strip()))
+
     # -- state ---------------------------------------------------------------
 
     def _running(self):
         if self.proc is not None:
             return self.proc.poll() is None
         if self.record and self.record.get('exit_code') is None:
-            return _pid_alive(self.record['pid'])
+            # Not our child (the agent restarted): the container's init
+            # decides, as its ``crun run`` may have died with the agent.
+            return _pid_alive(self.record.get('container_pid')
+                              or self.record['pid'])
         return False
 
     def start(self, root, command, env=None, workdir=None, user=None,
-              mode=protocol.MODE_JOB):
-        _validate(command, env, workdir, mode)
+              mode=protocol.MODE_JOB, stop_signal=None, walltime=None,
+              privileged=True, rlimits=None, stop_grace=DEFAULT_GRACE):
+        stop_number, seconds = _validate(command, env, workdir, mode,
+                                         stop_signal, walltime, privileged)
+        try:
+            stop_grace = float(stop_grace)
+        except (TypeError, ValueError):
+            stop_grace = -1
+        if stop_grace < 0:
+            raise WorkloadError('stop_grace must be 0 or more seconds')
         if not root or not os.path.isdir(root):
             raise WorkloadError('no staged root at %r: stage the rootfs '
                                 'first' % (root,))
-        uid, gid, home = resolve_user(root, user)
+        if shutil.which(self.runtime) is None:
+            raise WorkloadError('the OCI runtime %s is not in this agent '
+                                'ramdisk; rebuild it with the bmc-agent '
+                                'element' % self.runtime)
+        # The workload CPUs of the low-noise profile: the workload's cgroup
+        # owns them (the agent has confined itself to the housekeeping
+        # ones).
+        cpus = tunables.workload_cpus()
+        try:
+            spec = oci_spec.build(
+                root, command, env=env, workdir=workdir, user=user,
+                privileged=privileged, rlimits=rlimits, cpus=cpus,
+                hugepages=oci_spec.hugepages_configured(),
+                cgroup_path=CGROUP_PATH,
+                cap_last_cap=oci_spec.cap_last_cap(),
+                annotations={'org.openstack.ironic.bmc.mode': mode})
+            spec['mounts'] = oci_spec.resolve_mount_points(root,
+                                                           spec['mounts'])
+        except oci_spec.SpecError as exc:
+            raise WorkloadError(str(exc)) from None
+        user_spec = spec['process']['user']
         with self.lock:
             if self._running():
-                raise WorkloadError('a workload is already running (pid %s)'
+                raise WorkloadError('a workload is running (pid %s)'
                                     % self.record['pid'])
             os.makedirs(self.state_dir, exist_ok=True)
+            # What a previous agent's run may have left.
+            self._runtime_call('delete', '--force', CONTAINER_ID)
+            bundle = self._write_bundle(spec)
             output = os.path.join(self.state_dir, OUTPUT_FILE)
-            full_env = {'PATH': DEFAULT_PATH, 'HOME': home,
-                        'TERM': 'linux', 'container': 'bmc'}
-            full_env.update(env or {})
-            cwd = workdir or '/'
-            # The workload CPUs of the low-noise profile (the agent has
-            # confined itself to the housekeeping ones; children inherit
-            # that, so the workload must be given its own).
-            cpus = tunables.workload_cpus()
-            if not os.path.isdir(os.path.join(root, cwd.lstrip('/'))):
-                raise WorkloadError('workdir %s does not exist in the image'
-                                    % cwd)
-
-            def enter_root():
-                # Runs in the child between fork and exec: system calls
-                # only.  Order matters: chroot needs root, so it comes
-                # before dropping to the user.
-                if cpus:
-                    os.sched_setaffinity(0, cpus)
-                os.chroot(root)
-                os.chdir(cwd)
-                if uid != 0 or gid != 0:
-                    os.setgroups([gid])
-                    os.setgid(gid)
-                    os.setuid(uid)
-
+            pid_file = os.path.join(self.state_dir, PID_FILE)
+            if os.path.exists(pid_file):
+                os.unlink(pid_file)
+            # --no-pivot: the agent's root is the initramfs, which
+            # pivot_root cannot leave.
+            cmd = self._runtime_cmd('run', '--no-pivot', '--bundle', bundle,
+                                    '--pid-file', pid_file, CONTAINER_ID)
             with open(output, 'wb') as out:
                 try:
-                    self.proc = subprocess.Popen(
-                        list(command), stdin=subprocess.DEVNULL,
-                        stdout=out, stderr=subprocess.STDOUT,
-                        env=full_env, close_fds=True,
-                        # Only system calls run in the child before exec.
-                        start_new_session=True,
-                        preexec_fn=enter_root)  # noqa: PLW1509
-                except (OSError, subprocess.SubprocessError) as exc:
-                    raise WorkloadError('cannot start %s in %s: %s' % (
-                        command[0], root, exc)) from exc
+                    proc = subprocess.Popen(
+                        cmd, stdin=subprocess.DEVNULL, stdout=out,
+                        stderr=subprocess.STDOUT, close_fds=True,
+                        start_new_session=True)
+                except OSError as exc:
+                    raise WorkloadError('cannot start the OCI runtime %s: '
+                                        '%s' % (self.runtime, exc)) from exc
+            container_pid = self._wait_created(proc, pid_file, output)
+            self.proc = proc
             started = time.time()
             self.meter = rapl.Meter().start()
-            self.record = {'pid': self.proc.pid, 'started': started,
-                           'ended': None, 'exit_code': None, 'mode': mode,
-                           'command': list(command), 'root': root,
-                           'output': output, 'rapl': None,
-                           'cpus': sorted(cpus) if cpus else None}
+            self.record = {
+                'pid': proc.pid, 'container_pid': container_pid,
+                'started': started, 'ended': None, 'exit_code': None,
+                'mode': mode, 'command': list(command), 'root': root,
+                'output': output, 'rapl': None,
+                'cpus': sorted(cpus) if cpus else None,
+                'privileged': privileged,
+                'stop_signal': stop_number, 'walltime': seconds,
+                'deadline': started + seconds if seconds else None,
+                'stop_grace': stop_grace,
+                'stop': None}
             self._save()
-            proc = self.proc
             self.watcher = threading.Thread(
                 target=self._watch, args=(proc,), name='bmc-workload-watch',
                 daemon=True)
             self.watcher.start()
-        LOG.info('Started %s workload %s as pid %d (uid %d, gid %d) in %s',
-                 mode, command, proc.pid, uid, gid, root)
+            self._arm_walltime()
+        LOG.info('Started %s workload %s as pid %d (container init %d, uid '
+                 '%d, gid %d, %s) in %s', mode, command, proc.pid,
+                 container_pid, user_spec['uid'], user_spec['gid'],
+                 'privileged' if privileged else 'confined', root)
         return {'pid': proc.pid, 'started': round(started, 3)}
+
+    def _arm_walltime(self):
+        deadline = (self.record or {}).get('deadline')
+        if not deadline:
+            return
+        pid = self.record['pid']
+        self.timer = threading.Timer(max(0.0, deadline - time.time()),
+                                     self._walltime_reached, args=(pid,))
+        self.timer.daemon = True
+        self.timer.name = 'bmc-workload-walltime'
+        self.timer.start()
+
+    def _walltime_reached(self, pid):
+        with self.lock:
+            if not self.record or self.record['pid'] != pid:
+                return
+        LOG.warning('Workload pid %d reached its walltime of %s s', pid,
+                    self.record['walltime'])
+        try:
+            self.stop(self.record.get('stop_grace', DEFAULT_GRACE),
+                      reason=protocol.STOP_WALLTIME)
+        except WorkloadError as exc:
+            LOG.error('Could not end workload pid %d at its walltime: %s',
+                      pid, exc)
 
     def _watch(self, proc):
         code = proc.wait()
@@ -260,6 +343,9 @@ class Supervisor:
                 self.record['ended'] = time.time()
                 self.record['rapl'] = energy
                 self._save()
+            timer = self.timer
+        if timer is not None:
+            timer.cancel()
         LOG.info('Workload pid %d exited with %d', proc.pid, code)
 
     def status(self):
@@ -294,55 +380,84 @@ class Supervisor:
                     'output_tail': _tail(record['output']),
                     'pid': record['pid'], 'mode': record.get('mode'),
                     'cpus': record.get('cpus'), 'rapl': energy,
-                    'stages': stages}
+                    'privileged': record.get('privileged'),
+                    'walltime': record.get('walltime'),
+                    'stop': record.get('stop'), 'stages': stages}
 
-    def stop(self, grace=DEFAULT_GRACE):
-        """SIGTERM the workload's process group, SIGKILL after grace."""
+    def stop(self, grace=DEFAULT_GRACE, reason=protocol.STOP_REQUEST):
+        """The image's StopSignal to the container's init, SIGKILL to its
+        whole cgroup after ``grace`` seconds; records how it ended."""
         try:
             grace = float(grace)
         except (TypeError, ValueError):
             raise WorkloadError('grace must be a number of seconds, got %r'
                                 % (grace,)) from None
+        if grace < 0:
+            raise WorkloadError('grace must be 0 or more seconds, got %r'
+                                % grace)
         with self.lock:
             record = self.record
             running = record is not None and self._running()
+            if running and record.get('stop'):
+                running = False     # another stop is under way
         if not running:
             return self.status()
         pid = record['pid']
-        LOG.info('Stopping workload pid %d (grace %.1fs)', pid, grace)
-        self._signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            with self.lock:
-                if not self._running():
-                    break
-            time.sleep(0.1)
-        else:
-            LOG.warning('Workload pid %d ignored SIGTERM, killing', pid)
-            self._signal(pid, signal.SIGKILL)
-            end = time.monotonic() + 5
-            while time.monotonic() < end:
-                with self.lock:
-                    if not self._running():
-                        break
-                time.sleep(0.1)
+        number = record.get('stop_signal') or int(signal.SIGTERM)
+        name = _signal_name(number)
+        t0 = time.monotonic()
         with self.lock:
+            record['stop'] = {'reason': reason, 'signal': name,
+                              'grace': grace, 'killed': False,
+                              'seconds': None, 'requested': time.time()}
+            self._save()
+        LOG.info('Stopping workload pid %d: %s, SIGKILL after %.1f s (%s)',
+                 pid, name, grace, reason)
+        self._kill(record, str(number), all_processes=False)
+        if not self._wait_end(grace):
+            LOG.warning('Workload pid %d outlived %s by %.1f s: SIGKILL to '
+                        'its cgroup', pid, name, grace)
+            record['stop']['killed'] = True
+            self._kill(record, 'KILL', all_processes=True)
+            if not self._wait_end(KILL_WAIT):
+                LOG.error('Workload pid %d survived SIGKILL for %d s', pid,
+                          KILL_WAIT)
+        with self.lock:
+            record['stop']['seconds'] = round(time.monotonic() - t0, 3)
             if (self.proc is None and not record.get('ended')
                     and not self._running()):
                 # Not our child (the agent restarted): its exit code is
                 # lost, only the end time is known.
                 record['ended'] = time.time()
-                self._save()
+            self._save()
         return self.status()
 
-    @staticmethod
-    def _signal(pid, sig):
-        try:
-            os.killpg(pid, sig)  # the workload leads its own session
-        except ProcessLookupError:
-            pass
-        except OSError:
+    def _wait_end(self, seconds):
+        deadline = time.monotonic() + seconds
+        while True:
+            with self.lock:
+                if not self._running():
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    def _kill(self, record, sig, all_processes):
+        args = ['kill'] + (['--all'] if all_processes else []) + [
+            CONTAINER_ID, sig]
+        ok, output = self._runtime_call(*args)
+        if ok:
+            return
+        LOG.warning('%s %s failed (%s); signalling the processes directly',
+                    self.runtime, ' '.join(args), output.strip())
+        number = int(signal.SIGKILL) if sig == 'KILL' else int(sig)
+        targets = [record.get('container_pid')]
+        if all_processes:
+            targets.append(-record['pid'])  # crun's own process group
+        for target in targets:
+            if not target:
+                continue
             try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
+                os.kill(target, number)
+            except (ProcessLookupError, PermissionError):
                 pass

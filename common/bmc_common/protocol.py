@@ -51,6 +51,13 @@ II_NOISE_PROBE = 'container_noise_probe'
 II_MEASURE_LINK = 'container_measure_link'
 #: stream mode: RAM the node's block cache may use (bytes, "512M", "25%").
 II_STREAM_CACHE = 'container_stream_cache'
+#: The longest the workload may run (seconds, "90m", "HH:MM:SS").
+II_WALLTIME = 'container_walltime'
+#: false: the container is confined (Docker's defaults) instead of
+#: sharing the machine.
+II_PRIVILEGED = 'container_privileged'
+#: Process rlimits over the HPC defaults (bmc_common.oci.DEFAULT_RLIMITS).
+II_RLIMITS = 'container_rlimits'
 
 ROOTFS_RAMFS = 'ramfs'
 ROOTFS_NFS = 'nfs'
@@ -90,11 +97,14 @@ NBD device and whether the background fetch runs.
 """
 
 STEP_START_WORKLOAD = 'bmc_start_workload'
-"""Start the workload in the staged root.
+"""Start the workload in the staged root under an OCI runtime.
 
 args: ``command`` (list of str, required), ``env`` (dict), ``workdir``
-(str), ``user`` (``uid[:gid]`` or name), ``mode`` (one of WORKLOAD_MODES).
-Returns ``{"pid": int, "started": float}``.
+(str), ``user`` (``uid[:gid]`` or name), ``mode`` (one of WORKLOAD_MODES),
+``stop_signal`` (the image's StopSignal), ``walltime`` (seconds),
+``privileged`` (bool, default true), ``rlimits`` (see
+``bmc_common.oci.parse_rlimits``).  Returns ``{"pid": int, "started":
+float}``.
 """
 
 STEP_WORKLOAD_STATUS = 'bmc_workload_status'
@@ -107,7 +117,16 @@ Returns ``{"state": "running"|"exited"|"absent", "exit_code": int|None,
 """
 
 STEP_STOP_WORKLOAD = 'bmc_stop_workload'
-"""Stop the workload (SIGTERM, then SIGKILL after ``grace`` seconds)."""
+"""Stop the workload: its StopSignal, then SIGKILL to its whole cgroup
+after ``grace`` seconds; ``reason`` (one of STOP_REASONS) is recorded.
+Returns the workload status, whose ``stop`` is ``{"reason", "signal",
+"grace", "killed", "seconds", "requested"}``."""
+
+STOP_REQUEST = 'request'
+STOP_UNDEPLOY = 'undeploy'
+#: Set by the agent itself when ``walltime`` has passed.
+STOP_WALLTIME = 'walltime'
+STOP_REASONS = (STOP_REQUEST, STOP_UNDEPLOY, STOP_WALLTIME)
 
 TUNABLES_TRAIT_PREFIX = 'CUSTOM_BMC_TUNABLES_'
 """Traits (and deploy templates of the same name) that select a tunables

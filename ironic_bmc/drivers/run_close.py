@@ -39,6 +39,7 @@ from ironic.conductor import utils as manager_utils
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
@@ -95,6 +96,7 @@ def record_exit(task, status):
                       output_tail=status.get('output_tail', ''))
     LOG.info('Workload on node %(node)s exited with code %(code)s',
              {'node': node.uuid, 'code': status.get('exit_code')})
+    timeout = _walltime_end(node, report, status)
     integrity = status.get('integrity')
     if integrity:
         # The root's content was not what the conductor built: the run
@@ -109,8 +111,11 @@ def record_exit(task, status):
         run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
                              t_off, time.time())
         finish_energy(node, report, status)
-        run_report.update(node, report,
-                          state='failed' if integrity else 'finished')
+        run_report.update(node, report, state='failed'
+                          if integrity or timeout else 'finished')
+    if timeout:
+        manager_utils.node_history_record(node, event=timeout,
+                                          event_type='monitoring')
     if integrity:
         # last_error, and the node's history (after the power action,
         # which clears the former).
@@ -118,6 +123,61 @@ def record_exit(task, status):
                                           event_type='monitoring',
                                           error=True)
     node.save()
+
+
+def _walltime_end(node, report, status):
+    """The agent ended the workload at its walltime: say so; the
+    message, or None."""
+    stop = status.get('stop') or {}
+    if stop:
+        run_report.update(node, report, stop=stop)
+    if stop.get('reason') != protocol.STOP_WALLTIME:
+        return None
+    message = (_('The workload on node %(node)s ran for its whole walltime '
+                 '(%(key)s: %(secs)s s) and was ended: %(signal)s%(kill)s')
+               % {'node': node.uuid, 'key': protocol.II_WALLTIME,
+                  'secs': status.get('walltime'), 'signal': stop['signal'],
+                  'kill': (_(', then SIGKILL after %s s') % stop['grace']
+                           if stop.get('killed') else '')})
+    LOG.warning(message)
+    run_report.update(node, report, error=message, walltime_exceeded=True)
+    return message
+
+
+def stop_workload(task):
+    """Ask the agent to stop a running workload gracefully (its image's
+    StopSignal, SIGKILL to its cgroup after [container]stop_grace_period);
+    its last status, or None when the agent does not answer."""
+    node = task.node
+    grace = CONF.container.stop_grace_period
+    try:
+        # The agent waits grace, then up to 10 s for the SIGKILL.
+        return agent_calls.call(
+            task, protocol.STEP_STOP_WORKLOAD,
+            args={'grace': grace, 'reason': protocol.STOP_UNDEPLOY},
+            timeout=grace + 30)
+    except exception.IronicException as exc:
+        LOG.warning('Could not stop the workload of node %(node)s '
+                    'gracefully; powering it off: %(err)s',
+                    {'node': node.uuid, 'err': exc})
+        return None
+
+
+def _record_final(node, report, status):
+    """What the agent said last about a workload that ran until the
+    undeploy: its output, how it ended."""
+    stream_report.record(node, report, status)
+    fields = {'output_tail': status.get('output_tail', '')}
+    if status.get('stop'):
+        fields['stop'] = status['stop']
+    if status.get('state') == 'exited':
+        fields['workload_exit_code'] = status.get('exit_code')
+        exited = {s['name']: s for s in status.get('stages') or []}.get(
+            protocol.STAGE_WORKLOAD_EXITED)
+        if exited:
+            run_report.add_stage(node, report, protocol.STAGE_WORKLOAD_EXITED,
+                                 exited['start'], exited['end'])
+    run_report.update(node, report, **fields)
 
 
 def close(task):
@@ -129,14 +189,9 @@ def close(task):
     state = report.get('state')
     status = None
     if state == 'running' and agent_calls.reachable(node):
-        try:
-            status = agent_calls.call(task, protocol.STEP_WORKLOAD_STATUS,
-                                      timeout=15)
-        except exception.IronicException as exc:
-            LOG.warning('No final workload state of node %(node)s: '
-                        '%(err)s', {'node': node.uuid, 'err': exc})
+        status = stop_workload(task)
     if status:
-        stream_report.record(node, report, status)
+        _record_final(node, report, status)
     t_off = time.time()
     if node.power_state != states.POWER_OFF:
         manager_utils.node_power_action(task, states.POWER_OFF)

@@ -35,8 +35,9 @@ from ironic_bmc.image import exceptions as exc
 
 LOG = log.getLogger(__name__)
 
-#: Bump when a change of this package changes the artifacts it builds.
-BUILDER_VERSION = 1
+#: Bump when a change of this package changes the artifacts it builds or
+#: what their metadata holds (2: the image config's StopSignal).
+BUILDER_VERSION = 2
 DEFAULT_FORMAT = protocol.FORMAT_EROFS
 DEFAULT_COMPRESSION = None
 #: Formats mounted from a block device, which dm-verity can check.
@@ -52,6 +53,8 @@ class ImageConfig:
     env: list = dataclasses.field(default_factory=list)
     working_dir: str = ''
     user: str = ''
+    #: The signal that asks the workload to end (default SIGTERM).
+    stop_signal: str = ''
 
     @classmethod
     def from_config(cls, config):
@@ -60,7 +63,8 @@ class ImageConfig:
                    cmd=list(c.get('Cmd') or []),
                    env=list(c.get('Env') or []),
                    working_dir=c.get('WorkingDir') or '',
-                   user=c.get('User') or '')
+                   user=c.get('User') or '',
+                   stop_signal=c.get('StopSignal') or '')
 
     @property
     def command(self):

@@ -51,7 +51,7 @@ def build_demo_tree(path):
         os.makedirs(os.path.join(path, d), exist_ok=True)
     shutil.copy2('/bin/busybox', os.path.join(path, 'bin', 'busybox'))
     for applet in ('sh', 'echo', 'cat', 'uname', 'grep', 'awk', 'tail',
-                   'ls', 'sleep', 'env', 'id', 'true'):
+                   'ls', 'sleep', 'env', 'id', 'true', 'sed', 'wc', 'head'):
         os.symlink('busybox', os.path.join(path, 'bin', applet))
     with open(os.path.join(path, 'etc', 'passwd'), 'w') as f:
         f.write('root:x:0:0:root:/root:/bin/sh\n')
@@ -63,9 +63,14 @@ def build_demo_tree(path):
     os.chmod(script, 0o755)
 
 
-def push_demo_image_with(settings, repo, files, tag='1'):
-    """The demo root plus ``files`` (path in the image -> bytes), pushed
-    as ``repo:tag`` with the demo script as its command; its reference."""
+def push_demo_image_with(settings, repo, files, tag='1', links=None,
+                         **config):
+    """The demo root plus ``files`` (path in the image -> bytes, made
+    executable when they start with ``#!``) and ``links`` (path -> symlink
+    target, replacing an empty directory), pushed as ``repo:tag`` with the
+    demo script as its command unless ``config`` (build_image's keyword
+    arguments: cmd, user, stop_signal, ...) says otherwise; its
+    reference."""
     with tempfile.TemporaryDirectory() as tmp:
         build_demo_tree(tmp)
         for path, data in files.items():
@@ -73,8 +78,17 @@ def push_demo_image_with(settings, repo, files, tag='1'):
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             with open(dest, 'wb') as f:
                 f.write(data)
+            if data.startswith(b'#!'):
+                os.chmod(dest, 0o755)
+        for path, target in (links or {}).items():
+            dest = os.path.join(tmp, path.lstrip('/'))
+            if os.path.isdir(dest):
+                os.rmdir(dest)
+            os.symlink(target, dest)
+        config.setdefault('cmd', ['/demo.sh'])
+        config.setdefault('env', ['PATH=/bin'])
         image = ociimage.build_image([ociimage.entries_from_dir(tmp)],
-                                     cmd=['/demo.sh'], env=['PATH=/bin'])
+                                     **config)
     ociimage.Pusher(settings.registry_address).push_image(repo, tag, image)
     return '%s/%s:%s' % (settings.registry_address, repo, tag)
 

@@ -197,7 +197,8 @@ class Index:
 
 
 def build_image(layers, entrypoint=None, cmd=None, env=None, workdir=None,
-                user=None, arch='amd64', compression='gzip'):
+                user=None, arch='amd64', compression='gzip',
+                stop_signal=None):
     """Build an image from a list of layers (each a list of Entry)."""
     blobs = {}
     descriptors = []
@@ -219,6 +220,8 @@ def build_image(layers, entrypoint=None, cmd=None, env=None, workdir=None,
         runtime['WorkingDir'] = workdir
     if user:
         runtime['User'] = user
+    if stop_signal:
+        runtime['StopSignal'] = stop_signal
     config = {'architecture': arch, 'os': 'linux', 'config': runtime,
               'rootfs': {'type': 'layers', 'diff_ids': diff_ids},
               'created': '2024-01-01T00:00:00Z'}

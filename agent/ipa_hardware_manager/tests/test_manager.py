@@ -58,8 +58,13 @@ class StepsTest(unittest.TestCase):
         required = {k for k, v in by_name[protocol.STEP_STAGE_ROOTFS][
             'argsinfo'].items() if v['required']}
         self.assertEqual({'digest', 'format'}, required)
-        self.assertEqual({'command', 'env', 'workdir', 'user', 'mode'},
+        self.assertEqual({'command', 'env', 'workdir', 'user', 'mode',
+                          'stop_signal', 'walltime', 'privileged',
+                          'rlimits', 'stop_grace'},
                          set(by_name[protocol.STEP_START_WORKLOAD][
+                             'argsinfo']))
+        self.assertEqual({'grace', 'reason'},
+                         set(by_name[protocol.STEP_STOP_WORKLOAD][
                              'argsinfo']))
         self.assertNotIn('argsinfo', by_name[protocol.STEP_WORKLOAD_STATUS])
 
@@ -151,11 +156,15 @@ class WorkloadStepsTest(unittest.TestCase):
         self.sup.start.return_value = {'pid': 42, 'started': 1.0}
         result = self.hwm.bmc_start_workload(
             NODE, [], command=['redis-server'], env={'A': 'b'},
-            workdir='/data', user='redis', mode='service')
+            workdir='/data', user='redis', mode='service',
+            stop_signal='SIGINT', walltime=60, privileged=False,
+            rlimits={'nofile': 10}, stop_grace=3)
         self.assertEqual({'pid': 42, 'started': 1.0}, result)
         self.sup.start.assert_called_once_with(
             '/var/lib/bmc/root', ['redis-server'], env={'A': 'b'},
-            workdir='/data', user='redis', mode='service')
+            workdir='/data', user='redis', mode='service',
+            stop_signal='SIGINT', walltime=60, privileged=False,
+            rlimits={'nofile': 10}, stop_grace=3)
 
     @mock.patch.object(rootfs, 'load', autospec=True, return_value=None)
     def test_start_without_rootfs(self, mock_load):
@@ -210,7 +219,19 @@ class WorkloadStepsTest(unittest.TestCase):
         self.sup.stop.return_value = {'state': 'exited'}
         self.assertEqual({'state': 'exited'},
                          self.hwm.bmc_stop_workload(NODE, [], grace=3))
-        self.sup.stop.assert_called_once_with(3)
+        self.sup.stop.assert_called_once_with(3, reason='request')
+
+    def test_stop_at_undeploy(self):
+        self.sup.stop.return_value = {'state': 'exited'}
+        self.hwm.bmc_stop_workload(NODE, [], grace=3, reason='undeploy')
+        self.sup.stop.assert_called_once_with(3, reason='undeploy')
+
+    def test_stop_unknown_reason(self):
+        self.assertRaisesRegex(errors.DeploymentError,
+                               "unknown reason 'bored'",
+                               self.hwm.bmc_stop_workload, NODE, [],
+                               reason='bored')
+        self.sup.stop.assert_not_called()
 
 
 class DispatchTest(unittest.TestCase):

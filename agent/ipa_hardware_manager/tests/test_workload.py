@@ -10,11 +10,13 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Workload tests run real processes; only the chroot is mocked.
+"""Workload tests run real processes under a stand-in OCI runtime.
 
-``os.chroot`` is patched in the parent, and the child created by fork
-inherits the patched module, so the command runs in the test's own root
-while everything else (session, env, cwd, output, signals) is real.
+``fake_crun.py`` does what the supervisor relies on crun for (run with a
+pid file and the container's exit status, kill, kill --all, delete) with
+real processes and signals, without namespaces: the spec the supervisor
+writes is checked in test_oci_spec and, with crun itself, on a QEMU node
+in the e2e tier.
 """
 
 import json
@@ -30,6 +32,8 @@ from ipa_hardware_manager import tunables
 from ipa_hardware_manager import workload
 from bmc_common import protocol
 
+FAKE_CRUN = os.path.join(os.path.dirname(__file__), 'fake_crun.py')
+
 
 def _wait_exit(sup, timeout=10):
     deadline = time.monotonic() + timeout
@@ -41,23 +45,39 @@ def _wait_exit(sup, timeout=10):
     raise AssertionError('workload still running')
 
 
+def _wait_output(sup, text, timeout=5):
+    deadline = time.monotonic() + timeout
+    while text not in sup.status()['output_tail']:
+        if time.monotonic() > deadline:
+            raise AssertionError('no %r in the output' % text)
+        time.sleep(0.05)
+
+
 class SupervisorTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
         self.state = os.path.join(self.tmp.name, 'state')
-        self.chroot = mock.patch.object(os, 'chroot', autospec=True)
-        self.mock_chroot = self.chroot.start()
-        self.addCleanup(self.chroot.stop)
-        self.sup = workload.Supervisor(self.state)
+        self.sup = workload.Supervisor(self.state, runtime=FAKE_CRUN)
         self.addCleanup(self._kill)
 
     def _kill(self):
         rec = self.sup.record
-        if rec and self.sup._running():
-            os.killpg(rec['pid'], signal.SIGKILL)
+        if rec and rec.get('pid') and self.sup._running():
+            os.killpg(rec['container_pid'], signal.SIGKILL)
         if self.sup.watcher is not None:
             self.sup.watcher.join(10)
+        if self.sup.timer is not None:
+            self.sup.timer.cancel()
+
+    def _calls(self):
+        with open(os.path.join(self.state, 'crun', 'calls')) as f:
+            return f.read().splitlines()
+
+    def _spec(self):
+        with open(os.path.join(self.state, workload.BUNDLE_DIR,
+                               'config.json')) as f:
+            return json.load(f)
 
     def test_rapl_absent_reason(self):
         with mock.patch.object(rapl, 'snapshot', autospec=True,
@@ -84,16 +104,16 @@ class SupervisorTest(unittest.TestCase):
         self.assertEqual(3.5, status['rapl']['joules'])
         self.assertFalse(status['rapl']['running'])
 
-    def test_workload_cpus_from_tunables(self):
-        cpu = max(os.sched_getaffinity(0))
+    def test_workload_cpus_go_to_its_cgroup(self):
         with mock.patch.object(tunables, 'workload_cpus', autospec=True,
-                               return_value={cpu}):
-            self.sup.start('/', ['sh', '-c', 'grep Cpus_allowed_list '
-                                 '/proc/self/status'])
+                               return_value={3, 1}):
+            self.sup.start('/', ['true'])
         status = _wait_exit(self.sup)
-        self.assertEqual([cpu], status['cpus'])
-        self.assertEqual('Cpus_allowed_list:\t%d\n' % cpu,
-                         status['output_tail'])
+        self.assertEqual([1, 3], status['cpus'])
+        self.assertEqual({'cpus': '1,3'},
+                         self._spec()['linux']['resources']['cpu'])
+        self.assertEqual(workload.CGROUP_PATH,
+                         self._spec()['linux']['cgroupsPath'])
 
     def test_absent(self):
         self.assertEqual({'state': 'absent', 'exit_code': None,
@@ -113,7 +133,15 @@ class SupervisorTest(unittest.TestCase):
         self.assertEqual([protocol.STAGE_WORKLOAD_STARTED,
                           protocol.STAGE_WORKLOAD_EXITED],
                          [s['name'] for s in status['stages']])
-        self.mock_chroot.assert_not_called()  # only called in the child
+        run = self._calls()[-1].split()
+        self.assertEqual(['run', '--no-pivot', '--bundle'], run[:3])
+        self.assertEqual(workload.CONTAINER_ID, run[-1])
+
+    def test_stale_container_deleted_first(self):
+        self.sup.start('/', ['true'])
+        _wait_exit(self.sup)
+        self.assertEqual('delete --force %s' % workload.CONTAINER_ID,
+                         self._calls()[0])
 
     def test_output_tail_is_bounded(self):
         script = 'head -c 20000 /dev/zero | tr "\\0" a; echo END'
@@ -129,37 +157,67 @@ class SupervisorTest(unittest.TestCase):
         self.assertEqual('%s /root bmc\n' % workload.DEFAULT_PATH,
                          status['output_tail'])
 
-    def test_runs_in_own_session(self):
-        self.sup.start('/', ['sh', '-c', 'ps -o sid= -p $$; echo $$'])
-        status = _wait_exit(self.sup)
-        sid, pid = status['output_tail'].split()
-        self.assertEqual(sid, pid)
+    def test_runtime_leads_its_own_session(self):
+        self.sup.start('/', ['sleep', '30'])
+        pid = self.sup.record['pid']
+        self.assertEqual(pid, os.getsid(pid))
 
     def test_one_workload_at_a_time(self):
         self.sup.start('/', ['sleep', '30'])
-        with self.assertRaisesRegex(workload.WorkloadError,
-                                    'already running'):
+        with self.assertRaisesRegex(workload.WorkloadError, 'is running'):
             self.sup.start('/', ['true'])
 
-    def test_stop_sigterm(self):
-        self.sup.start('/', ['sleep', '30'], mode='service')
-        self.assertEqual('running', self.sup.status()['state'])
-        start = time.monotonic()
-        status = self.sup.stop(grace=5)
-        self.assertLess(time.monotonic() - start, 4)
+    def test_stop_with_the_images_stop_signal(self):
+        script = ('trap "echo got INT; exit 0" INT; echo ready; '
+                  'while :; do sleep 0.1; done')
+        self.sup.start('/', ['sh', '-c', script], mode='service',
+                       stop_signal='SIGINT')
+        _wait_output(self.sup, 'ready')
+        status = self.sup.stop(grace=5, reason=protocol.STOP_UNDEPLOY)
         self.assertEqual('exited', status['state'])
-        self.assertEqual(-signal.SIGTERM, status['exit_code'])
+        self.assertEqual(0, status['exit_code'])
+        self.assertIn('got INT', status['output_tail'])
+        self.assertEqual({'reason': 'undeploy', 'signal': 'SIGINT',
+                          'grace': 5.0, 'killed': False},
+                         {k: status['stop'][k] for k in
+                          ('reason', 'signal', 'grace', 'killed')})
+        self.assertLess(status['stop']['seconds'], 4)
+        self.assertIn('kill %s 2' % workload.CONTAINER_ID, self._calls())
 
-    def test_stop_escalates_to_sigkill(self):
+    def test_stop_escalates_to_sigkill_of_the_cgroup(self):
         script = 'trap "" TERM; echo ready; while :; do sleep 0.1; done'
         self.sup.start('/', ['sh', '-c', script])
-        deadline = time.monotonic() + 5
-        while 'ready' not in self.sup.status()['output_tail']:
-            self.assertLess(time.monotonic(), deadline)
-            time.sleep(0.05)
+        _wait_output(self.sup, 'ready')
         status = self.sup.stop(grace=0.5)
         self.assertEqual('exited', status['state'])
-        self.assertEqual(-signal.SIGKILL, status['exit_code'])
+        self.assertEqual(128 + signal.SIGKILL, status['exit_code'])
+        self.assertTrue(status['stop']['killed'])
+        self.assertIn('kill --all %s KILL' % workload.CONTAINER_ID,
+                      self._calls())
+
+    def test_walltime_ends_the_workload(self):
+        script = 'trap "" TERM; while :; do sleep 0.1; done'
+        self.sup.start('/', ['sh', '-c', script], walltime='0.5',
+                       stop_grace=0.5)
+        status = _wait_exit(self.sup, timeout=15)
+        self.assertEqual(protocol.STOP_WALLTIME, status['stop']['reason'])
+        self.assertEqual(0.5, status['stop']['grace'])
+        self.assertTrue(status['stop']['killed'])
+        self.assertEqual(0.5, status['walltime'])
+        self.assertEqual(128 + signal.SIGKILL, status['exit_code'])
+
+    def test_walltime_rearmed_by_a_restarted_agent(self):
+        self.sup.start('/', ['sleep', '30'], walltime=1)
+        self.sup.timer.cancel()     # this agent "dies"
+        again = workload.Supervisor(self.state, runtime=FAKE_CRUN)
+        self.addCleanup(again.timer.cancel)
+        deadline = time.monotonic() + 15
+        while again.status()['state'] == 'running':
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.1)
+        self.assertEqual(protocol.STOP_WALLTIME,
+                         again.status()['stop']['reason'])
+        self.sup.proc.wait()
 
     def test_stop_nothing_running(self):
         self.assertEqual('absent', self.sup.stop()['state'])
@@ -167,58 +225,83 @@ class SupervisorTest(unittest.TestCase):
     def test_bad_grace(self):
         with self.assertRaisesRegex(workload.WorkloadError, 'grace'):
             self.sup.stop(grace='soon')
+        with self.assertRaisesRegex(workload.WorkloadError, 'grace'):
+            self.sup.stop(grace=-1)
 
-    def test_missing_command(self):
+    def test_runtime_failure_is_an_error_with_its_message(self):
         with self.assertRaisesRegex(workload.WorkloadError,
-                                    'cannot start /nonexistent'):
+                                    'could not create the container.*'
+                                    'nonexistent/cmd. not found'):
             self.sup.start('/', ['/nonexistent/cmd'])
+        self.assertIsNone(self.sup.record)
+        self.assertEqual('absent', self.sup.status()['state'])
+
+    def test_no_runtime_in_the_ramdisk(self):
+        sup = workload.Supervisor(self.state, runtime='/nonexistent/crun')
+        with self.assertRaisesRegex(workload.WorkloadError,
+                                    'rebuild it with the bmc-agent'):
+            sup.start('/', ['true'])
 
     def test_state_survives_agent_restart(self):
         self.sup.start('/', ['sleep', '30'])
         pid = self.sup.record['pid']
         with open(os.path.join(self.state, workload.STATE_FILE)) as f:
             self.assertEqual(pid, json.load(f)['pid'])
-        again = workload.Supervisor(self.state)
+        again = workload.Supervisor(self.state, runtime=FAKE_CRUN)
         self.assertEqual('running', again.status()['state'])
         status = again.stop(grace=5)
         self.assertEqual('exited', status['state'])
         self.assertIsNone(status['exit_code'])  # not our child: unknown
         self.sup.proc.wait()
 
-    def test_chroot_and_user_in_child(self):
-        # The child really calls chroot (patched) with the staged root and
-        # then drops to the user: check through the output it produces.
+    def test_workload_outlives_its_runtime_process_and_the_agent(self):
+        # The agent's service cgroup killed: crun run with it, not the
+        # container.
+        self.sup.start('/', ['sleep', '30'])
+        record = self.sup.record
+        with self.sup.lock:
+            # The agent is gone: nothing of it records crun's end.
+            self.sup.record = {'pid': None}
+        os.kill(record['pid'], signal.SIGKILL)
+        self.sup.proc.wait()
+        again = workload.Supervisor(self.state, runtime=FAKE_CRUN)
+        self.assertEqual('running', again.status()['state'])
+        status = again.stop(grace=5)
+        self.assertEqual('exited', status['state'])
+        self.assertFalse(status['stop']['killed'])
+        self.assertFalse(workload._pid_alive(record['container_pid']))
+
+    def test_user_and_privileged_reach_the_spec(self):
         root = os.path.join(self.tmp.name, 'root')
         os.makedirs(os.path.join(root, 'etc'))
         os.makedirs(os.path.join(root, 'work'))
         with open(os.path.join(root, 'etc', 'passwd'), 'w') as f:
             f.write('root:x:0:0:root:/root:/bin/sh\n')
-        chroot_calls = os.path.join(self.tmp.name, 'chroot-called')
-
-        def fake_chroot(path):
-            with open(chroot_calls, 'w') as f:
-                f.write(path)
-        self.mock_chroot.side_effect = fake_chroot
-        with mock.patch.object(os, 'chdir', autospec=True) as mock_chdir:
-            mock_chdir.side_effect = lambda p: None
-            self.sup.start(root, ['id', '-u'], workdir='/work', user='root')
-        status = _wait_exit(self.sup)
-        with open(chroot_calls) as f:
-            self.assertEqual(root, f.read())
-        self.assertEqual('0\n', status['output_tail'])
+        self.sup.start(root, ['true'], workdir='/work', user='root',
+                       privileged=False, rlimits={'nofile': 4096})
+        _wait_exit(self.sup)
+        spec = self._spec()
+        self.assertEqual(root, spec['root']['path'])
+        self.assertEqual('/work', spec['process']['cwd'])
+        self.assertIn({'type': 'RLIMIT_NOFILE', 'soft': 4096, 'hard': 4096},
+                      spec['process']['rlimits'])
+        self.assertIn({'type': 'ipc'}, spec['linux']['namespaces'])
+        self.assertFalse(self.sup.status()['privileged'])
 
 
 class ValidationTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
-        self.sup = workload.Supervisor(os.path.join(self.tmp.name, 's'))
+        self.sup = workload.Supervisor(os.path.join(self.tmp.name, 's'),
+                                       runtime=FAKE_CRUN)
 
     def _bad(self, message, root='/', **kw):
         args = {'command': ['true']}
         args.update(kw)
         with self.assertRaisesRegex(workload.WorkloadError, message):
             self.sup.start(root, **args)
+        self.assertIsNone(self.sup.record)
 
     def test_command(self):
         self._bad('non-empty list', command='echo hi')
@@ -239,39 +322,22 @@ class ValidationTest(unittest.TestCase):
     def test_no_root(self):
         self._bad('stage the rootfs first', root='/nonexistent/root')
 
+    def test_stop_signal(self):
+        self._bad('not a signal name', stop_signal='SIGNOPE')
+        self._bad('not a signal number', stop_signal='999')
 
-class ResolveUserTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self.tmp.cleanup)
-        self.root = self.tmp.name
-        os.makedirs(os.path.join(self.root, 'etc'))
-        with open(os.path.join(self.root, 'etc', 'passwd'), 'w') as f:
-            f.write('root:x:0:0:root:/root:/bin/sh\n'
-                    'redis:x:999:998::/data:/bin/false\n')
-        with open(os.path.join(self.root, 'etc', 'group'), 'w') as f:
-            f.write('root:x:0:\nredis:x:998:\nadm:x:4:\n')
+    def test_walltime(self):
+        self._bad('stop_grace', walltime=10, stop_grace=-1)
+        self._bad('more than 0', walltime=0)
+        self._bad('more than 0', walltime='-5')
+        self._bad('not a duration', walltime='soon')
 
-    def test_default_root(self):
-        self.assertEqual((0, 0, '/root'),
-                         workload.resolve_user(self.root, None))
+    def test_privileged(self):
+        self._bad('privileged must be true or false', privileged='yes')
 
-    def test_name(self):
-        self.assertEqual((999, 998, '/data'),
-                         workload.resolve_user(self.root, 'redis'))
+    def test_rlimits(self):
+        self._bad('unknown rlimit', rlimits={'files': 10})
 
-    def test_name_and_group(self):
-        self.assertEqual((999, 4, '/data'),
-                         workload.resolve_user(self.root, 'redis:adm'))
-
-    def test_numeric(self):
-        self.assertEqual((1234, 5678, '/'),
-                         workload.resolve_user(self.root, '1234:5678'))
-        self.assertEqual((999, 998, '/data'),
-                         workload.resolve_user(self.root, 999))
-
-    def test_unknown(self):
-        with self.assertRaisesRegex(workload.WorkloadError, 'user .nobody'):
-            workload.resolve_user(self.root, 'nobody')
-        with self.assertRaisesRegex(workload.WorkloadError, 'group .wheel'):
-            workload.resolve_user(self.root, 'redis:wheel')
+    def test_unknown_user(self):
+        self._bad('user .no-such-user. is not in the image',
+                  user='no-such-user')

@@ -15,6 +15,7 @@ import types
 import pytest
 from ironic.common import exception
 
+from ironic_bmc.conf import CONF
 from ironic_bmc import deploy_info
 from ironic_bmc.image import pipeline
 
@@ -161,9 +162,66 @@ def test_workload_args_honour_image_config_and_overrides():
     args = deploy_info.workload_args(info, config)
     assert args == {'command': ['/entry', 'a'],
                     'env': {'PATH': '/bin', 'X': 'user'},
-                    'workdir': '/srv', 'user': '1000:1000', 'mode': 'job'}
+                    'workdir': '/srv', 'user': '1000:1000', 'mode': 'job',
+                    'privileged': True}
     info.command = ['/other']
     assert deploy_info.workload_args(info, config)['command'] == ['/other']
+
+
+def test_workload_args_carry_the_run_limits_and_stop_signal():
+    config = pipeline.ImageConfig(cmd=['/serve'], stop_signal='SIGQUIT')
+    info = deploy_info.parse(_node(
+        container_image='r/a:1', container_walltime='90m',
+        container_privileged='false',
+        container_rlimits='{"nofile": 4096}'))
+    args = deploy_info.workload_args(info, config)
+    assert args['stop_signal'] == 'SIGQUIT'
+    assert args['walltime'] == 5400
+    assert args['stop_grace'] == 10
+    assert args['privileged'] is False
+    assert args['rlimits'] == {'nofile': 4096}
+
+
+def test_stop_signal_the_kernel_does_not_know_is_refused():
+    config = pipeline.ImageConfig(cmd=['/serve'], stop_signal='SIGBOGUS')
+    info = deploy_info.parse(_node(container_image='r/a:1'))
+    with pytest.raises(exception.InvalidParameterValue,
+                       match="StopSignal in its config.*'SIGBOGUS' is not a "
+                             "signal name"):
+        deploy_info.workload_args(info, config)
+
+
+@pytest.mark.parametrize('key,value,message', [
+    ('container_walltime', 0, 'container_walltime: 0: a walltime must be '
+     'more than 0'),
+    ('container_walltime', '-10', 'container_walltime: .*more than 0'),
+    ('container_walltime', 'tomorrow', 'container_walltime: .*not a '
+     'duration'),
+    ('container_privileged', 'maybe', 'container_privileged must be true '
+     'or false'),
+    ('container_rlimits', '{"files": 1}', "container_rlimits: unknown "
+     "rlimit 'files'"),
+    ('container_rlimits', '[1]', 'container_rlimits: must be an object'),
+    ('container_rlimits', '{nope', 'container_rlimits must be a JSON'),
+])
+def test_bad_run_limits_are_refused(key, value, message):
+    with pytest.raises(exception.InvalidParameterValue, match=message):
+        deploy_info.parse(_node(container_image='r/a:1', **{key: value}))
+
+
+def test_privileged_refused_where_the_operator_forbids_it():
+    CONF.set_override('allow_privileged', False, group='container')
+    try:
+        info = deploy_info.parse(_node(container_image='r/a:1'))
+        assert info.privileged is False     # the default follows
+        with pytest.raises(exception.InvalidParameterValue,
+                           match=r'container_privileged: privileged '
+                                 r'workloads are not allowed.*'
+                                 r'allow_privileged = false'):
+            deploy_info.parse(_node(container_image='r/a:1',
+                                    container_privileged=True))
+    finally:
+        CONF.clear_override('allow_privileged', group='container')
 
 
 def test_workload_args_need_a_command():

@@ -500,6 +500,28 @@ class WatchTestCase(ContainerDeployTestCase):
 
     @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
                        autospec=True)
+    def test_job_ended_at_its_walltime_fails(self, mock_power):
+        self._running('job')
+        stop = {'reason': 'walltime', 'signal': 'SIGTERM', 'grace': 10.0,
+                'killed': True, 'seconds': 10.2, 'requested': 70.0}
+        status = {'state': 'exited', 'exit_code': 137, 'output_tail': '',
+                  'walltime': 60.0, 'stop': stop, 'stages': []}
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            run_close.record_exit(task, status)
+            mock_power.assert_called_once_with(task, states.POWER_OFF)
+            report = run_report.get(task.node)
+            history = [h.event for h in objects.NodeHistory.list_by_node_id(
+                self.context, task.node.id)]
+        self.assertEqual('failed', report['state'])
+        self.assertTrue(report['walltime_exceeded'])
+        self.assertEqual(stop, report['stop'])
+        self.assertIn('ran for its whole walltime (container_walltime: '
+                      '60.0 s) and was ended: SIGTERM, then SIGKILL after '
+                      '10.0 s', report['error'])
+        self.assertEqual([report['error']], history)
+
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
     def test_service_exit_keeps_power(self, mock_power):
         self._running('service')
         with task_manager.acquire(self.context, self.node.uuid) as task:
@@ -566,12 +588,20 @@ class UndeployTestCase(ContainerDeployTestCase):
             self, mock_call, mock_finish, mock_power):
         self._active('service')
         sampling = {'stopped': False}
+        stop = {'reason': 'undeploy', 'signal': 'SIGTERM', 'grace': 10.0,
+                'killed': False, 'seconds': 0.4, 'requested': 7.0}
 
-        def agent(task, step, timeout):
+        def agent(task, step, args=None, timeout=None):
             # As the real client: no URL, no call.
             if not agent_calls.reachable(task.node):
                 raise exception.IronicException('agent URL forgotten')
-            return {'state': 'running', 'rapl': {'available': False}}
+            return {'state': 'exited', 'exit_code': 0,
+                    'output_tail': 'serving\nshutting down\n',
+                    'stop': stop, 'rapl': {'available': False},
+                    'stages': [{'name': 'workload-started', 'start': 6.0,
+                                'end': 6.0},
+                               {'name': 'workload-exited', 'start': 6.0,
+                                'end': 7.4}]}
 
         def finish(node, start, end, rapl=None):
             if sampling['stopped']:
@@ -585,18 +615,36 @@ class UndeployTestCase(ContainerDeployTestCase):
                 container_deploy.energy, 'stop', autospec=True,
                 side_effect=lambda node: sampling.update(stopped=True)):
             report = self._undeploy()
-        # Asked once, before clean_up forgot the agent's URL.
+        # Stopped gracefully once, before clean_up forgot the agent's URL.
         mock_call.assert_called_once_with(
-            mock.ANY, 'bmc_workload_status', timeout=15)
+            mock.ANY, 'bmc_stop_workload',
+            args={'grace': 10, 'reason': 'undeploy'}, timeout=40)
         mock_finish.assert_called_once_with(
-            mock.ANY, 6.0, None, rapl={'available': False})
+            mock.ANY, 6.0, 7.4, rapl={'available': False})
         self.assertEqual({'available': True, 'bmc_samples': 9},
                          report['energy'])
         self.assertEqual('undeployed', report['state'])
+        self.assertEqual(stop, report['stop'])
+        self.assertEqual(0, report['workload_exit_code'])
+        self.assertIn('shutting down', report['output_tail'])
         self.assertIsNone(report['error'])
         self.assertEqual(1, [s['name'] for s in report['stages']]
                          .count('powered-off'))
         self.assertEqual(report, run_report.load(self.node.uuid))
+
+    def test_undeploy_powers_off_when_the_agent_cannot_stop(
+            self, mock_call, mock_finish, mock_power):
+        self.config(stop_grace_period=3, group='container')
+        self._active('service')
+        mock_call.side_effect = exception.IronicException('no route')
+        mock_finish.return_value = {'available': False, 'reason': 'x'}
+        report = self._undeploy()
+        mock_call.assert_called_once_with(
+            mock.ANY, 'bmc_stop_workload',
+            args={'grace': 3, 'reason': 'undeploy'}, timeout=33)
+        self.assertEqual('undeployed', report['state'])
+        self.assertNotIn('stop', report)
+        mock_power.assert_any_call(mock.ANY, states.POWER_OFF)
 
     def test_finished_job_left_as_it_was(self, mock_call, mock_finish,
                                          mock_power):

@@ -235,7 +235,8 @@ def test_filesystem_formats(registry, cache, tmp_path, fmt, compression):
     assert (out / 'data/marker').read_bytes() == b'hello'
     assert not (out / 'etc/gone').exists()
     assert os.access(out / 'bin/app', os.X_OK)
-    assert result.cache_key.endswith(f'-{fmt}-{compression or "none"}-v1')
+    assert result.cache_key.endswith(
+        f'-{fmt}-{compression or "none"}-v{pipeline.BUILDER_VERSION}')
 
 
 def test_layer_descriptor_without_size_refused(registry, cache):
@@ -295,7 +296,8 @@ def test_tree_for_nfs(registry, cache):
     # Named by the image; sized by its files.
     assert result.digest == image.digest
     assert result.size == result.unpacked_size == len(b'#!/bin/sh\n') + 5
-    assert result.cache_key.endswith('-tree-none-v1')
+    assert result.cache_key.endswith(
+        '-tree-none-v%d' % pipeline.BUILDER_VERSION)
     # Its files, plus the entry's metadata: not the directory's blocks.
     assert result.size < cache.total_size() < result.size + 2048
     again = prepare(registry, 'demo:1', cache, cpu_arch='x86_64',
@@ -310,7 +312,8 @@ def test_erofs_with_verity(registry, cache, tmp_path):
     registry.add_image('demo', '1', simple_image())
     result = prepare(registry, 'demo:1', cache, cpu_arch='x86_64',
                      fmt='erofs', verity=True)
-    assert result.cache_key.endswith('-erofs-none-v1-verity')
+    assert result.cache_key.endswith(
+        '-erofs-none-v%d-verity' % pipeline.BUILDER_VERSION)
     assert os.path.isfile(result.verity_path)
     assert os.path.dirname(result.verity_path) == os.path.dirname(
         result.path)

@@ -23,6 +23,7 @@ The lab serves rootfs artifacts at 4 MB/s here, so a test can act while
 the node is still downloading one.
 """
 
+import json
 import os
 import subprocess
 import tempfile
@@ -274,6 +275,21 @@ def test_agent_gone_mid_deploy(lab):
     assert row['others_untouched']
 
 
+def test_image_user_unknown(lab):
+    image = container_job.push_demo_image_with(lab, 'faults/ghost', {},
+                                               user='ghost')
+    fault = Fault(lab, 'image User not in its /etc/passwd')
+    container_job.deploy(lab, image, wait=False)
+    node = fault.wait_state('deploy failed', 400)
+    row, report = fault.finish(node)
+    assert row['power'] == 'power off'
+    assert "user 'ghost' is not in the image" in node.last_error, (
+        node.last_error)
+    assert report['state'] == 'failed'
+    assert row['left_over'] == []
+    assert row['others_untouched']
+
+
 def test_power_lost_during_workload(lab):
     fault = Fault(lab, 'node power lost during the workload')
     container_job.deploy(lab, lab.demo_image, mode=protocol.MODE_SERVICE,
@@ -290,6 +306,37 @@ def test_power_lost_during_workload(lab):
     assert row['power'] == 'power off'
     assert 'is lost' in report['error']
     assert 'is lost' in (node.last_error or ''), node.last_error
+    assert row['left_over'] == []
+    assert row['others_untouched']
+
+
+def test_agent_killed_during_a_job(lab):
+    """The privileged workload kills every process of the agent's service
+    (its cgroup.kill): the workload lives on, in its own cgroup."""
+    fault = Fault(lab, 'agent killed during a job')
+    command = ['/bin/sh', '-c',
+               'sleep 5; echo 1 > /sys/fs/cgroup/system.slice/'
+               'ironic-python-agent.service/cgroup.kill && echo agent-killed; '
+               'sleep 60; echo survived']
+    container_job.deploy(lab, lab.demo_image, extra={
+        'container_command': json.dumps(command)})
+    t0 = time.monotonic()
+    report = container_job.wait_report(lab, states=('finished', 'failed'),
+                                       timeout=600)
+    ended_after = time.monotonic() - t0
+    node = fault.cli.node.get(lab.node_name(0))
+    node.last_error = lab_client.StateWatcher(
+        fault.cli, node.uuid).error_of(node)
+    row, report = fault.finish(node, ended_after_s=round(ended_after))
+    # systemd restarts the agent, but a new agent cannot look an ACTIVE
+    # node up: the conductor's polls go unanswered, and after
+    # workload_lost_timeout (45 s here) the run is lost, the node off.
+    assert report['state'] == 'failed'
+    assert 'is lost' in report['error']
+    assert 'workload_lost_timeout' in (node.last_error or '')
+    assert ended_after < 5 + 45 + 2 * 10 + 30
+    assert row['power'] == 'power off'
+    assert row['provision_state'] == 'active'
     assert row['left_over'] == []
     assert row['others_untouched']
 

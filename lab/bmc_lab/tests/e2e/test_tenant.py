@@ -194,7 +194,7 @@ def test_bad_image_fails_the_server_and_loses_nothing(lab, props,
 
 #: The plugin's tests (tempest/): validation (4), Glance properties (6),
 #: deploy templates (3) and the scenario (1).
-TEMPEST_TESTS = 14
+TEMPEST_TESTS = 15
 
 
 def test_tempest_plugin_against_the_cloud(lab):

@@ -175,6 +175,10 @@ def test_image_larger_than_ram(lab, node):
 
 @pytest.mark.parametrize('key,value,expected', [
     ('container_stream_cache', 'lots', 'must be a size'),
+    ('container_walltime', '0', 'more than 0'),
+    ('container_walltime', 'forever', 'not a duration'),
+    ('container_rlimits', '{"memlock": -7}', 'rlimit memlock'),
+    ('container_privileged', 'sometimes', 'true or false'),
     ('container_rootfs', 'floppy', 'unknown value'),
     ('container_mode', 'batch', 'unknown value'),
     ('container_command', 'not-json', 'JSON'),

@@ -48,6 +48,15 @@ class TestContainerDeployValidate(base.ContainerNodeTest):
         self.assertIn('instance_info/container_stream_cache must be a size',
                       result['reason'])
 
+    @decorators.idempotent_id('25000d2e-48ea-4f01-9aa0-2bacfca215f9')
+    def test_walltime_that_is_not_a_duration_is_refused(self):
+        result = self.deploy_validation(
+            container_image='registry.example:5000/app:1',
+            container_walltime='-1h')
+        self.assertFalse(result['result'])
+        self.assertIn('instance_info/container_walltime', result['reason'])
+        self.assertIn('more than 0 seconds', result['reason'])
+
     @decorators.idempotent_id('c4e6a8b0-2d1f-4a3c-9e5b-7f9a1c3e5d33')
     def test_unknown_tunable_is_refused(self):
         result = self.deploy_validation(

@@ -1,0 +1,368 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The OCI runtime spec (``config.json``) of the node's workload.
+
+The workload runs under an OCI runtime (crun) from a spec written here
+from the image config and the run's arguments.  Two shapes:
+
+* privileged (the default): the container *is* the machine.  It shares
+  the node's network, IPC and UTS; it sees every device (a bind of the
+  node's devtmpfs, so devices that appear later are there too), has every
+  capability, may write ``/sys`` and ``/proc/sys`` and load modules.  It
+  gets its own mount and PID namespaces only, so that its ``/run``,
+  ``/tmp``, ``/dev/shm`` and ``/dev/mqueue`` are fresh, the agent's files
+  are out of reach, and the end of its init ends every process it made.
+* confined: Docker's defaults for a host-network container: its own IPC,
+  UTS and cgroup namespaces, the default capabilities and devices, a
+  read-only ``/sys``, masked ``/proc`` paths.
+
+Users are resolved as OCI runtimes do; files of the image are read with
+symlinks resolved inside the root, never on the node.
+"""
+
+import os
+
+from bmc_common import oci
+
+#: runtime-spec version written; crun 1.8 implements 1.0.x.
+OCI_VERSION = '1.0.2'
+
+#: Capability numbers to names (linux/capability.h); the node's kernel
+#: says how many it knows (/proc/sys/kernel/cap_last_cap).
+CAPABILITIES = (
+    'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_DAC_READ_SEARCH', 'CAP_FOWNER',
+    'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID', 'CAP_SETUID', 'CAP_SETPCAP',
+    'CAP_LINUX_IMMUTABLE', 'CAP_NET_BIND_SERVICE', 'CAP_NET_BROADCAST',
+    'CAP_NET_ADMIN', 'CAP_NET_RAW', 'CAP_IPC_LOCK', 'CAP_IPC_OWNER',
+    'CAP_SYS_MODULE', 'CAP_SYS_RAWIO', 'CAP_SYS_CHROOT', 'CAP_SYS_PTRACE',
+    'CAP_SYS_PACCT', 'CAP_SYS_ADMIN', 'CAP_SYS_BOOT', 'CAP_SYS_NICE',
+    'CAP_SYS_RESOURCE', 'CAP_SYS_TIME', 'CAP_SYS_TTY_CONFIG', 'CAP_MKNOD',
+    'CAP_LEASE', 'CAP_AUDIT_WRITE', 'CAP_AUDIT_CONTROL', 'CAP_SETFCAP',
+    'CAP_MAC_OVERRIDE', 'CAP_MAC_ADMIN', 'CAP_SYSLOG', 'CAP_WAKE_ALARM',
+    'CAP_BLOCK_SUSPEND', 'CAP_AUDIT_READ', 'CAP_PERFMON', 'CAP_BPF',
+    'CAP_CHECKPOINT_RESTORE')
+#: What Docker (moby's oci/caps/defaults.go) gives a container.
+DEFAULT_CAPABILITIES = (
+    'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FSETID', 'CAP_FOWNER', 'CAP_MKNOD',
+    'CAP_NET_RAW', 'CAP_SETGID', 'CAP_SETUID', 'CAP_SETFCAP', 'CAP_SETPCAP',
+    'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT', 'CAP_KILL', 'CAP_AUDIT_WRITE')
+#: Paths a confined container must not read or write (as Docker).
+MASKED_PATHS = (
+    '/proc/asound', '/proc/acpi', '/proc/kcore', '/proc/keys',
+    '/proc/latency_stats', '/proc/timer_list', '/proc/timer_stats',
+    '/proc/sched_debug', '/proc/scsi', '/sys/firmware',
+    '/sys/devices/virtual/powercap')
+READONLY_PATHS = ('/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys',
+                  '/proc/sysrq-trigger')
+#: Character devices a confined container may use (crun creates the
+#: default nodes in its /dev tmpfs; these are the cgroup rules).
+_DEFAULT_DEVICE_RULES = (
+    (1, 3), (1, 5), (1, 7), (1, 8), (1, 9),   # null zero full random urandom
+    (5, 0), (5, 1), (5, 2), (136, None),      # tty console ptmx pts/*
+    (10, 200),                                # net/tun
+)
+
+DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+_MAX_SYMLINKS = 40
+
+
+class SpecError(Exception):
+    """The image or the arguments cannot make a runtime spec; says why."""
+
+
+def resolve_in_root(root, path):
+    """The node's path of ``path`` inside ``root``, symlinks resolved as
+    if ``root`` were ``/`` (an absolute link or ``..`` never leaves it),
+    like openat2's RESOLVE_IN_ROOT.  The last component may not exist."""
+    parts = [p for p in path.split('/') if p]
+    done = []
+    links = 0
+    while parts:
+        part = parts.pop(0)
+        if part == '.':
+            continue
+        if part == '..':
+            if done:
+                done.pop()
+            continue
+        candidate = os.path.join(root, *done, part)
+        if os.path.islink(candidate):
+            links += 1
+            if links > _MAX_SYMLINKS:
+                raise SpecError('too many levels of symbolic links in %s'
+                                % path)
+            target = os.readlink(candidate)
+            if target.startswith('/'):
+                done = []
+            parts = [p for p in target.split('/') if p] + parts
+            continue
+        done.append(part)
+    return os.path.join(root, *done)
+
+
+def _read_db(root, name):
+    try:
+        with open(resolve_in_root(root, '/etc/' + name)) as f:
+            return [line.rstrip('\n').split(':') for line in f
+                    if line.strip() and not line.startswith('#')]
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
+def resolve_user(root, user):
+    """``(uid, gid, additional gids, home)`` of an image's ``User``.
+
+    As OCI runtimes do: ``uid``, ``name``, ``uid:gid``, ``name:group``
+    (and mixed); names from the image's /etc/passwd and /etc/group.  A
+    numeric user that /etc/passwd does not list runs with gid 0 and home
+    ``/``; the supplementary groups are those /etc/group lists the user
+    in.
+
+    :raises SpecError: a name the image does not know.
+    """
+    text = '0' if user in (None, '') else str(user)
+    name, _sep, group = text.partition(':')
+    passwd = _read_db(root, 'passwd')
+    entry = None
+    for row in passwd:
+        if len(row) >= 6 and (row[0] == name or (name.isdigit()
+                                                 and row[2] == name)):
+            entry = row
+            break
+    if entry is None and not name.isdigit():
+        raise SpecError('user %r is not in the image\'s /etc/passwd' % name)
+    try:
+        uid = int(name) if name.isdigit() else int(entry[2])
+        gid = int(entry[3]) if entry is not None else 0
+    except ValueError:
+        raise SpecError('the image\'s /etc/passwd entry of %r is not '
+                        'numeric' % name) from None
+    home = (entry[5] if entry is not None else '') or '/'
+    groups = _read_db(root, 'group')
+    if group:
+        if group.isdigit():
+            gid = int(group)
+        else:
+            for row in groups:
+                if len(row) >= 3 and row[0] == group and row[2].isdigit():
+                    gid = int(row[2])
+                    break
+            else:
+                raise SpecError('group %r is not in the image\'s /etc/group'
+                                % group)
+    additional = []
+    if entry is not None:
+        for row in groups:
+            if (len(row) >= 4 and entry[0] in row[3].split(',')
+                    and row[2].isdigit() and int(row[2]) != gid
+                    and int(row[2]) not in additional):
+                additional.append(int(row[2]))
+    return uid, gid, additional, home
+
+
+def _capabilities(privileged, cap_last_cap):
+    if privileged:
+        caps = list(CAPABILITIES[:cap_last_cap + 1])
+    else:
+        caps = list(DEFAULT_CAPABILITIES)
+    return {'bounding': caps, 'effective': caps, 'permitted': caps}
+
+
+def _mounts(privileged, hugepages):
+    nsd = ['nosuid', 'noexec', 'nodev']
+    mounts = [{'destination': '/proc', 'type': 'proc', 'source': 'proc',
+               'options': list(nsd)}]
+    if privileged:
+        # Not rbind: the node's own /dev/shm and /dev/mqueue stay out,
+        # fresh ones are mounted over the bind below.  /dev/pts is the
+        # node's: its /dev/ptmx (in the bind) allocates there.
+        mounts += [
+            {'destination': '/dev', 'type': 'bind', 'source': '/dev',
+             'options': ['bind', 'nosuid']},
+            {'destination': '/dev/pts', 'type': 'bind', 'source': '/dev/pts',
+             'options': ['bind', 'nosuid', 'noexec']}]
+    else:
+        # crun fills its own /dev with the default devices and points
+        # /dev/ptmx at the new devpts instance.
+        mounts += [
+            {'destination': '/dev', 'type': 'tmpfs', 'source': 'tmpfs',
+             'options': ['nosuid', 'strictatime', 'mode=755',
+                         'size=65536k']},
+            {'destination': '/dev/pts', 'type': 'devpts', 'source': 'devpts',
+             'options': ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666',
+                         'mode=0620']}]
+    mounts += [
+        # No size: MPI's shared-memory transport may use it all.
+        {'destination': '/dev/shm', 'type': 'tmpfs', 'source': 'shm',
+         'options': ['nosuid', 'nodev', 'mode=1777']},
+        {'destination': '/dev/mqueue', 'type': 'mqueue', 'source': 'mqueue',
+         'options': list(nsd)},
+    ]
+    if hugepages:
+        mounts.append({'destination': '/dev/hugepages', 'type': 'hugetlbfs',
+                       'source': 'hugetlbfs',
+                       'options': ['nosuid', 'nodev', 'mode=1770']})
+    # The node's network namespace is shared, and a new sysfs cannot be
+    # mounted without one of its own (EBUSY): /sys is a bind.
+    if privileged:
+        # With what is mounted under it: cgroup2, debugfs, tracefs, bpf.
+        mounts.append({'destination': '/sys', 'type': 'bind',
+                       'source': '/sys',
+                       'options': ['rbind', 'nosuid', 'noexec', 'nodev',
+                                   'rw']})
+    else:
+        # sysfs alone, read-only; the cgroup namespace's own cgroup2.
+        mounts += [
+            {'destination': '/sys', 'type': 'bind', 'source': '/sys',
+             'options': ['bind', 'nosuid', 'noexec', 'nodev', 'ro']},
+            {'destination': '/sys/fs/cgroup', 'type': 'cgroup',
+             'source': 'cgroup', 'options': nsd + ['relatime', 'ro']}]
+    mounts += [
+        {'destination': '/run', 'type': 'tmpfs', 'source': 'tmpfs',
+         'options': ['nosuid', 'nodev', 'mode=755']},
+        {'destination': '/tmp', 'type': 'tmpfs', 'source': 'tmpfs',
+         'options': ['nosuid', 'nodev', 'mode=1777']},
+    ]
+    return mounts
+
+
+def _device_rules(privileged):
+    if privileged:
+        return [{'allow': True, 'access': 'rwm'}]
+    rules = [{'allow': False, 'access': 'rwm'}]
+    for major, minor in _DEFAULT_DEVICE_RULES:
+        rule = {'allow': True, 'type': 'c', 'major': major, 'access': 'rwm'}
+        if minor is not None:
+            rule['minor'] = minor
+        rules.append(rule)
+    return rules
+
+
+def _cpu_list(cpus):
+    return ','.join(str(c) for c in sorted(cpus))
+
+
+def build(root, command, env=None, workdir=None, user=None,
+          privileged=True, rlimits=None, cpus=None, hugepages=False,
+          cgroup_path='/bmc-workload', cap_last_cap=40, annotations=None):
+    """The runtime spec of the workload as a dict (``config.json``).
+
+    :param root: the staged root (the container's ``root.path``).
+    :param env: variables over the defaults (PATH, HOME, TERM).
+    :param rlimits: ``container_rlimits`` (over the HPC defaults).
+    :param cpus: the CPUs the workload owns (a cpuset), or None.
+    :param hugepages: mount hugetlbfs at /dev/hugepages.
+    :raises SpecError: naming what is wrong.
+    """
+    if (not isinstance(command, (list, tuple)) or not command
+            or not all(isinstance(c, str) for c in command)):
+        raise SpecError('command must be a non-empty list of strings, got '
+                        '%r' % (command,))
+    cwd = workdir or '/'
+    if not cwd.startswith('/'):
+        raise SpecError('workdir must be an absolute path, got %r' % cwd)
+    if not os.path.isdir(resolve_in_root(root, cwd)):
+        raise SpecError('workdir %s does not exist in the image' % cwd)
+    uid, gid, additional, home = resolve_user(root, user)
+    try:
+        limits = oci.parse_rlimits(rlimits)
+    except ValueError as exc:
+        raise SpecError('rlimits: %s' % exc) from None
+    variables = {'PATH': DEFAULT_PATH, 'HOME': home, 'TERM': 'linux',
+                 'container': 'bmc'}
+    variables.update(env or {})
+    process = {
+        'terminal': False,
+        'user': {'uid': uid, 'gid': gid},
+        'args': list(command),
+        'env': ['%s=%s' % kv for kv in variables.items()],
+        'cwd': cwd,
+        'capabilities': _capabilities(privileged, cap_last_cap),
+        'rlimits': limits,
+        'noNewPrivileges': False,
+    }
+    if additional:
+        process['user']['additionalGids'] = additional
+    namespaces = [{'type': 'pid'}, {'type': 'mount'}]
+    if not privileged:
+        namespaces += [{'type': 'ipc'}, {'type': 'uts'},
+                       {'type': 'cgroup'}]
+    resources = {'devices': _device_rules(privileged)}
+    if cpus:
+        resources['cpu'] = {'cpus': _cpu_list(cpus)}
+    linux = {'namespaces': namespaces, 'cgroupsPath': cgroup_path,
+             'resources': resources}
+    if not privileged:
+        linux['maskedPaths'] = list(MASKED_PATHS)
+        linux['readonlyPaths'] = list(READONLY_PATHS)
+    spec = {
+        'ociVersion': OCI_VERSION,
+        'process': process,
+        'root': {'path': root, 'readonly': False},
+        'mounts': _mounts(privileged, hugepages),
+        'linux': linux,
+    }
+    if not privileged:
+        spec['hostname'] = 'bmc-workload'
+    if annotations:
+        spec['annotations'] = {str(k): str(v) for k, v in annotations.items()}
+    return spec
+
+
+def resolve_mount_points(root, mounts):
+    """The mounts with each destination resolved inside the root.
+
+    A destination that is a symlink in the image, even one aiming out of
+    the root (``/tmp -> /../../run/x``), is replaced by where it leads
+    inside the root (``/run/x``), as runc does; the mounts are ordered so
+    that one inside another's destination comes after it (the runtime
+    then makes the missing directory inside that mount).
+
+    :raises SpecError: naming the mount point that cannot be used.
+    """
+    resolved = []
+    for mount in mounts:
+        path = '/' + os.path.relpath(
+            resolve_in_root(root, mount['destination']), root)
+        if path in ('/', '/.'):
+            raise SpecError('the image\'s %s leads to its root, which '
+                            'cannot be a mount point'
+                            % mount['destination'])
+        resolved.append(dict(mount, destination=path))
+    return sorted(resolved, key=lambda m: m['destination'].count('/'))
+
+
+def cap_last_cap(proc='/proc'):
+    """The highest capability number the running kernel knows."""
+    try:
+        with open(os.path.join(proc, 'sys/kernel/cap_last_cap')) as f:
+            return min(int(f.read()), len(CAPABILITIES) - 1)
+    except (OSError, ValueError):
+        return len(CAPABILITIES) - 1
+
+
+def hugepages_configured(sys='/sys'):
+    """Whether the node has reserved huge pages of any size."""
+    base = os.path.join(sys, 'kernel/mm/hugepages')
+    try:
+        sizes = os.listdir(base)
+    except OSError:
+        return False
+    for size in sizes:
+        try:
+            with open(os.path.join(base, size, 'nr_hugepages')) as f:
+                if int(f.read()) > 0:
+                    return True
+        except (OSError, ValueError):
+            continue
+    return False

@@ -1,0 +1,139 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The workload under crun on a QEMU node.
+
+* a job as an image's user, with supplementary groups, in its own PID and
+  mount namespaces, fresh /run, /tmp, /dev/shm and /dev/mqueue, the HPC
+  rlimits; the image's /tmp is a symlink that would point at the agent's
+  state directory if it were followed on the node;
+* a service undeployed gracefully: the image's StopSignal (SIGINT) reaches
+  it, its own shutdown message is in the report, no SIGKILL was needed;
+* a confined job that outlives its walltime: ended, SIGKILL after the
+  grace (a PID 1 without a handler ignores SIGTERM), ``failed`` saying so.
+"""
+
+import json
+
+from bmc_common import protocol
+from bmc_lab import client as lab_client
+from bmc_lab import container_job
+from bmc_lab import nodes
+
+PASSWD = b'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n'
+GROUP = b'root:x:0:\napp:x:1000:\nvideo:x:44:app\nstaff:x:50:other\n'
+
+INSIDE = b"""#!/bin/sh
+echo "pid=$$"
+echo "id=$(id)"
+echo "memlock=$(ulimit -l) nofile=$(ulimit -n)"
+for m in /run /run/bmc-workload /dev/shm /dev/mqueue /dev/pts /sys/fs/cgroup
+do
+    awk -v m=$m '$2 == m {print "mount", $2, $3}' /proc/mounts
+done
+echo "run-entries=$(ls -A /run | wc -l)"
+echo probe > /tmp/probe && echo "tmp-writable=yes"
+echo "cgroup=$(cat /proc/self/cgroup)"
+echo "done"
+"""
+
+SERVICE = b"""#!/bin/sh
+trap 'echo "shutting down cleanly on INT"; exit 0' INT
+grep CapEff /proc/self/status
+echo serving
+while :; do sleep 1 & wait $!; done
+"""
+
+
+def _lines(report):
+    return report['output_tail'].splitlines()
+
+
+def test_job_runs_in_its_own_container(lab):
+    image = container_job.push_demo_image_with(
+        lab, 'bmc/runtime-job', {'/etc/passwd': PASSWD, '/etc/group': GROUP,
+                                 '/inside.sh': INSIDE,
+                                 '/home/app/.keep': b''},
+        # Followed on the node, this would hide the agent's own state
+        # (its record and the job's output) under the container's tmpfs.
+        links={'/tmp': '/../../../run/bmc-workload'},
+        cmd=['/inside.sh'], user='app')
+    container_job.deploy(lab, image)
+    report = container_job.wait_report(lab)
+    lines = _lines(report)
+    assert report['workload_exit_code'] == 0, report['output_tail']
+    assert 'pid=1' in lines
+    ident = [line for line in lines if line.startswith('id=')][0]
+    assert 'uid=1000(app) gid=1000(app)' in ident
+    assert '44(video)' in ident and 'staff' not in ident
+    assert 'memlock=unlimited nofile=1048576' in lines
+    mounts = {tuple(line.split()[1:]) for line in lines
+              if line.startswith('mount ')}
+    assert {('/run', 'tmpfs'), ('/dev/shm', 'tmpfs'),
+            ('/dev/mqueue', 'mqueue'), ('/dev/pts', 'devpts'),
+            ('/sys/fs/cgroup', 'cgroup2')} <= mounts
+    # /tmp resolved inside the root: a tmpfs under the container's /run.
+    assert ('/run/bmc-workload', 'tmpfs') in mounts
+    assert 'tmp-writable=yes' in lines
+    assert 'cgroup=0::/bmc-workload' in lines
+    # The agent's output file was never hidden: all of it is here.
+    assert lines[-1] == 'done'
+    container_job.undeploy(lab)
+
+
+def test_service_undeployed_with_its_stop_signal(lab):
+    image = container_job.push_demo_image_with(
+        lab, 'bmc/runtime-service', {'/service.sh': SERVICE},
+        cmd=['/service.sh'], stop_signal='SIGINT')
+    container_job.deploy(lab, image, mode=protocol.MODE_SERVICE)
+    container_job.wait_report(lab, states=('running',))
+    container_job.undeploy(lab)
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+    report = container_job.wait_report(lab, states=('undeployed',))
+    stop = report['stop']
+    assert (stop['reason'], stop['signal'], stop['killed']) == (
+        'undeploy', 'SIGINT', False), stop
+    assert report['workload_exit_code'] == 0
+    lines = _lines(report)
+    assert lines[-1] == 'shutting down cleanly on INT', lines
+    # Privileged: every capability of the node's kernel (6.1 knows 41).
+    assert 'CapEff:\t000001ffffffffff' in lines, lines
+    names = [s['name'] for s in report['stages']]
+    assert names.index('workload-exited') < names.index('powered-off')
+
+
+def test_confined_job_ended_at_its_walltime(lab):
+    command = ['/bin/sh', '-c',
+               'grep CapEff /proc/self/status; exec sleep 600']
+    container_job.deploy(lab, lab_image(lab), extra={
+        protocol.II_COMMAND: json.dumps(command),
+        protocol.II_WALLTIME: '20s',
+        protocol.II_PRIVILEGED: 'false'})
+    report = container_job.wait_report(lab, states=('failed', 'finished'),
+                                       timeout=300)
+    assert report['state'] == 'failed'
+    assert report['walltime_exceeded'] is True
+    stop = report['stop']
+    assert (stop['reason'], stop['signal'], stop['killed']) == (
+        'walltime', 'SIGTERM', True), stop
+    assert 'walltime' in report['error']
+    # Docker's default capability set, not the machine's.
+    assert 'CapEff:\t00000000a80425fb' in _lines(report), report
+    cli = lab_client.get_client(lab)
+    node = cli.node.get(lab.node_name(0))
+    assert node.power_state == 'power off'
+    assert node.provision_state == 'active'
+    container_job.undeploy(lab)
+
+
+def lab_image(lab):
+    return container_job.push_demo_image(lab)
