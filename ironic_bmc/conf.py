@@ -119,6 +119,16 @@ opts = [
                     'image\'s StopSignal (SIGTERM by default) and SIGKILL '
                     'to every process of its cgroup, before the node is '
                     'powered off; also the grace at a walltime\'s end.'),
+    cfg.IntOpt('output_max_mb', default=16, min=1, max=4096,
+               help='MiB of a workload\'s most recent output the node keeps '
+                    'in RAM (older output is dropped, and the report says '
+                    'how much), returned to the conductor when the '
+                    'workload has exited and kept next to the run '
+                    'report.'),
+    cfg.IntOpt('results_max_mb', default=16, min=0, max=4096,
+               help='MiB the result files of a run '
+                    '(instance_info/container_results) may hold together; '
+                    'a file past the bound is reported, not returned.'),
     cfg.BoolOpt('allow_privileged', default=True,
                 help='Let workloads run privileged, sharing the machine '
                      '(every device and capability, writable /sys, kernel '

@@ -53,6 +53,8 @@ class ContainerInfo:
     privileged: bool = True
     #: container_rlimits as given (checked), or None: the defaults.
     rlimits: dict = None
+    #: Absolute paths inside the container returned with the report.
+    results: list = dataclasses.field(default_factory=list)
 
 
 def _json_value(key, value, kind, label=None):
@@ -190,12 +192,53 @@ def parse(node):
         stream_cache_bytes(node, result.stream_cache,
                            label(protocol.II_STREAM_CACHE))
     _run_limits(info, label, result)
+    if info.get(protocol.II_RESULTS) not in (None, ''):
+        result.results = _results(info[protocol.II_RESULTS],
+                                  label(protocol.II_RESULTS))
     if info.get(protocol.II_COMMAND) is not None:
         result.command = _command(info[protocol.II_COMMAND],
                                   label(protocol.II_COMMAND))
     if info.get(protocol.II_ENV) is not None:
         result.env = _env(info[protocol.II_ENV], label(protocol.II_ENV))
     return result
+
+
+#: At most this many result files per run.
+MAX_RESULTS = 64
+
+
+def _results(value, label):
+    """container_results: absolute paths, normalized, outside the
+    container's own mounts (gone once it exits)."""
+    value = _json_value(protocol.II_RESULTS, value, 'list of paths', label)
+    if (not isinstance(value, list) or not value
+            or len(value) > MAX_RESULTS
+            or not all(isinstance(p, str) for p in value)):
+        raise exception.InvalidParameterValue(
+            _('%(label)s must be a list of 1 to %(max)d absolute paths '
+              'inside the container, got %(value)r')
+            % {'label': label, 'max': MAX_RESULTS, 'value': value})
+    paths = []
+    for path in value:
+        parts = path.split('/')
+        if (not path.startswith('/') or '..' in parts or '\0' in path
+                or path.rstrip('/') == ''):
+            raise exception.InvalidParameterValue(
+                _('%(label)s: %(path)r is not an absolute path to a file '
+                  'without ".." inside the container')
+                % {'label': label, 'path': path})
+        clean = '/' + '/'.join(p for p in parts if p not in ('', '.'))
+        mount = [m for m in protocol.CONTAINER_MOUNTS
+                 if clean == m or clean.startswith(m + '/')]
+        if mount:
+            raise exception.InvalidParameterValue(
+                _('%(label)s: %(path)s is under %(mount)s, a mount of the '
+                  'container that is gone once it exits; write results '
+                  'into the image\'s own directories (e.g. /results)')
+                % {'label': label, 'path': path, 'mount': mount[0]})
+        if clean not in paths:
+            paths.append(clean)
+    return paths
 
 
 def _run_limits(info, label, result):
@@ -330,6 +373,7 @@ def workload_args(container, image_config):
         'user': image_config.user or '',
         'mode': container.mode,
         'privileged': container.privileged,
+        'output_max': CONF.container.output_max_mb * 1024 * 1024,
     }
     if image_config.stop_signal:
         try:

@@ -44,7 +44,7 @@ TENANT_KEYS = (protocol.II_IMAGE, protocol.II_COMMAND, protocol.II_ENV,
                protocol.II_MODE, protocol.II_ROOTFS, protocol.II_TUNABLES,
                protocol.II_STREAM_CACHE, protocol.II_TUNABLES_STRICT,
                protocol.II_WALLTIME, protocol.II_PRIVILEGED,
-               protocol.II_RLIMITS)
+               protocol.II_RLIMITS, protocol.II_RESULTS)
 #: Glance image properties naming boot files -> the instance_info key.
 BOOT_IMAGE_KEYS = {'kernel_id': 'kernel', 'ramdisk_id': 'ramdisk'}
 #: The Glance disk_format of a kernel / ramdisk a tenant names (Glance's

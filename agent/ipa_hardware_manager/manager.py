@@ -33,6 +33,7 @@ from ipa_hardware_manager import rootfs_stream
 from ipa_hardware_manager import rootfs_verity
 from ipa_hardware_manager import steps_tunables
 from ipa_hardware_manager import workload
+from ipa_hardware_manager import workload_output
 from bmc_common import protocol
 
 LOG = log.getLogger(__name__)
@@ -90,6 +91,17 @@ START_WORKLOAD_ARGSINFO = {
     'stop_grace': {'description': 'seconds between the StopSignal and '
                    'SIGKILL when the walltime ends it (default %d)'
                    % workload.DEFAULT_GRACE, 'required': False},
+    'output_max': {'description': 'bytes of the most recent output kept '
+                   'in RAM (default %d)' % workload.DEFAULT_OUTPUT_MAX,
+                   'required': False},
+}
+
+COLLECT_OUTPUT_ARGSINFO = {
+    'results': {'description': 'absolute paths of files inside the '
+                'container to return', 'required': False},
+    'max_bytes': {'description': 'bound of the result files together '
+                  '(default %d)' % workload.DEFAULT_OUTPUT_MAX,
+                  'required': False},
 }
 
 STOP_WORKLOAD_ARGSINFO = {
@@ -137,6 +149,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
             _step(protocol.STEP_START_WORKLOAD, START_WORKLOAD_ARGSINFO),
             _step(protocol.STEP_WORKLOAD_STATUS),
             _step(protocol.STEP_STOP_WORKLOAD, STOP_WORKLOAD_ARGSINFO),
+            _step(protocol.STEP_COLLECT_OUTPUT, COLLECT_OUTPUT_ARGSINFO),
             _step(protocol.STEP_APPLY_TUNABLES,
                   steps_tunables.APPLY_TUNABLES_ARGSINFO),
             _step(protocol.STEP_NOISE_PROBE,
@@ -183,7 +196,8 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                            workdir=None, user=None,
                            mode=protocol.MODE_JOB, stop_signal=None,
                            walltime=None, privileged=True, rlimits=None,
-                           stop_grace=workload.DEFAULT_GRACE, **kwargs):
+                           stop_grace=workload.DEFAULT_GRACE,
+                           output_max=workload.DEFAULT_OUTPUT_MAX, **kwargs):
         """Start the workload in the staged root (protocol step)."""
         staged = staging.load()
         try:
@@ -196,7 +210,8 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                                          walltime=walltime,
                                          privileged=privileged,
                                          rlimits=rlimits,
-                                         stop_grace=stop_grace)
+                                         stop_grace=stop_grace,
+                                         output_max=output_max)
         except workload.WorkloadError as exc:
             problem = rootfs_verity.integrity_problem()
             raise errors.DeploymentError('%s: %s%s' % (
@@ -230,6 +245,41 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         except workload.WorkloadError as exc:
             raise errors.DeploymentError(
                 '%s: %s' % (protocol.STEP_STOP_WORKLOAD, exc)) from exc
+
+    def bmc_collect_output(self, node, ports, results=None,
+                           max_bytes=workload.DEFAULT_OUTPUT_MAX, **kwargs):
+        """Return the workload's kept output and its result files
+        (protocol step); refused while it runs."""
+        name = protocol.STEP_COLLECT_OUTPUT
+        status = self.supervisor.status()
+        if status['state'] == 'running':
+            raise errors.DeploymentError(
+                '%s: the workload is running; its output and results are '
+                'collected once it has exited' % name)
+        if status['state'] == 'absent':
+            raise errors.DeploymentError('%s: no workload ran here' % name)
+        if (not isinstance(results, (list, type(None)))
+                or not all(isinstance(p, str) and p.startswith('/')
+                           for p in results or ())):
+            raise errors.DeploymentError(
+                '%s: results must be a list of absolute paths, got %r'
+                % (name, results))
+        if (not isinstance(max_bytes, int) or isinstance(max_bytes, bool)
+                or max_bytes < 0):
+            raise errors.DeploymentError(
+                '%s: max_bytes must be a number of bytes, got %r'
+                % (name, max_bytes))
+        staged = staging.load()
+        found = {}
+        if results:
+            if not staged:
+                found = {p: {'error': 'the rootfs is no longer staged'}
+                         for p in results}
+            else:
+                found = workload_output.results(staged['root'], results,
+                                                max_bytes)
+        return {'output': workload_output.output(
+            self.supervisor.state_dir), 'results': found}
 
     def bmc_apply_tunables(self, node, ports, tunables=None, strict=False,
                            **kwargs):

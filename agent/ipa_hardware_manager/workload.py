@@ -26,17 +26,20 @@ predecessor, and re-arm its walltime.
 
 import json
 import os
-import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 
 from oslo_log import log
 
+from ipa_hardware_manager import oci_runtime
 from ipa_hardware_manager import oci_spec
+from ipa_hardware_manager import output_keeper
 from ipa_hardware_manager import rapl
 from ipa_hardware_manager import tunables
+from ipa_hardware_manager import workload_output
 from bmc_common import oci
 from bmc_common import protocol
 
@@ -44,16 +47,17 @@ LOG = log.getLogger(__name__)
 
 STATE_DIR = '/run/bmc-workload'
 STATE_FILE = 'workload.json'
-OUTPUT_FILE = 'output.log'
-BUNDLE_DIR = 'bundle'
-PID_FILE = 'container.pid'
-RUNTIME = 'crun'
-CONTAINER_ID = 'bmc-workload'
+OUTPUT_FILE = output_keeper.OUTPUT_FILE
+KEEPER_LOG = 'output-keeper.log'
+BUNDLE_DIR = oci_runtime.BUNDLE_DIR
+CONTAINER_ID = oci_runtime.CONTAINER_ID
 CGROUP_PATH = '/bmc-workload'
 DEFAULT_PATH = oci_spec.DEFAULT_PATH
 DEFAULT_GRACE = 10
-#: How long ``crun run`` may take to create the container.
-CREATE_TIMEOUT = 60
+#: RAM the workload's output may use on the node (the conductor says).
+DEFAULT_OUTPUT_MAX = 16 * 1024 * 1024
+#: How long the keeper may take to write the last of the output.
+DRAIN_TIMEOUT = 10
 #: After SIGKILL to the whole cgroup, how long the end may take.
 KILL_WAIT = 10
 
@@ -99,16 +103,6 @@ def _signal_name(number):
         return 'SIGRTMIN+%d' % (number - int(signal.SIGRTMIN))
 
 
-def _tail(path, limit=protocol.OUTPUT_TAIL_BYTES):
-    try:
-        with open(path, 'rb') as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - limit))
-            return f.read().decode('utf-8', errors='replace')
-    except OSError:
-        return ''
-
-
 def _pid_alive(pid):
     try:
         os.kill(pid, 0)
@@ -127,14 +121,15 @@ def _pid_alive(pid):
 class Supervisor:
     """Starts, watches and stops the one workload of this node."""
 
-    def __init__(self, state_dir=STATE_DIR, runtime=RUNTIME):
+    def __init__(self, state_dir=STATE_DIR, runtime=oci_runtime.BINARY):
         self.state_dir = state_dir
-        self.runtime = runtime
+        self.runtime = oci_runtime.Runtime(state_dir, runtime)
         self.lock = threading.Lock()
         self.proc = None
         self.watcher = None
         self.meter = None
         self.timer = None
+        self.keeper = None
         self.record = self._load()
         if self.record and self._running():
             self._arm_walltime()
@@ -161,54 +156,57 @@ class Supervisor:
             LOG.warning('Could not record the workload state in %s: %s',
                         self.state_dir, exc)
 
-    # -- the runtime -------------------------------------------------------
-
-    def _runtime_cmd(self, *args):
-        return [self.runtime, '--root', os.path.join(self.state_dir, 'crun'),
-                *args]
-
-    def _runtime_call(self, *args, timeout=30):
-        """Run a short runtime command; (ok, its output)."""
+    def _crun_error(self, keeper):
+        """What crun printed, once the keeper has written all of it."""
         try:
-            done = subprocess.run(
-                self._runtime_cmd(*args), stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                timeout=timeout, check=False)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return False, str(exc)
-        return done.returncode == 0, done.stdout.decode(errors='replace')
+            keeper.wait(DRAIN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pass
+        return workload_output.tail(self.state_dir, 2048).strip()
 
-    def _write_bundle(self, spec):
-        bundle = os.path.join(self.state_dir, BUNDLE_DIR)
-        shutil.rmtree(bundle, ignore_errors=True)
-        os.makedirs(bundle)
-        with open(os.path.join(bundle, 'config.json'), 'w') as f:
-            json.dump(spec, f, indent=1)
-        return bundle
+    # -- the output keeper -------------------------------------------------
 
-    def _wait_created(self, proc, pid_file, output):
-        """The container's init pid once crun has created it; crun's own
-        error when it could not."""
-        deadline = time.monotonic() + CREATE_TIMEOUT
-        while time.monotonic() < deadline:
+    def _start_keeper(self, output_max):
+        """The output keeper on a new pipe; (keeper, the pipe's write
+        end for the workload)."""
+        for name in (output_keeper.OUTPUT_FILE, output_keeper.ROTATED_FILE,
+                     output_keeper.STATE_FILE):
+            path = os.path.join(self.state_dir, name)
+            if os.path.exists(path):
+                os.unlink(path)
+        read_end, write_end = os.pipe()
+        try:
+            with open(os.path.join(self.state_dir, KEEPER_LOG), 'ab') as log:
+                keeper = subprocess.Popen(
+                    [sys.executable, '-m',
+                     'ipa_hardware_manager.output_keeper', self.state_dir,
+                     str(output_max)],
+                    stdin=read_end, stdout=log, stderr=log, close_fds=True,
+                    start_new_session=True)
+        except OSError as exc:
+            os.close(write_end)
+            raise WorkloadError('cannot start the output keeper: %s'
+                                % exc) from exc
+        finally:
+            os.close(read_end)
+        return keeper, write_end
+
+    def _keeper_done(self, record, timeout):
+        """Wait up to ``timeout`` seconds for the keeper to write the last
+        of the output (it ends when the workload's last writer does)."""
+        if self.keeper is not None and self.keeper.pid == record.get(
+                'keeper_pid'):
             try:
-                with open(pid_file) as f:
-                    text = f.read().strip()
-                if text:
-                    return int(text)
-            except (OSError, ValueError):
-                pass
-            if proc.poll() is not None:
-                raise WorkloadError('the OCI runtime could not create the '
-                                    'container (exit %s): %s' % (
-                                        proc.returncode,
-                                        _tail(output, 2048).strip()))
-            time.sleep(0.02)
-        proc.kill()
-        proc.wait()
-        raise WorkloadError('the OCI runtime did not create the container '
-                            'within %d s: %s' % (CREATE_TIMEOUT,
-                                                 _tail(output, 2048).strip()))
+                self.keeper.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        deadline = time.monotonic() + timeout
+        while record.get('keeper_pid') and _pid_alive(record['keeper_pid']):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     # -- state ---------------------------------------------------------------
 
@@ -224,7 +222,8 @@ class Supervisor:
 
     def start(self, root, command, env=None, workdir=None, user=None,
               mode=protocol.MODE_JOB, stop_signal=None, walltime=None,
-              privileged=True, rlimits=None, stop_grace=DEFAULT_GRACE):
+              privileged=True, rlimits=None, stop_grace=DEFAULT_GRACE,
+              output_max=DEFAULT_OUTPUT_MAX):
         stop_number, seconds = _validate(command, env, workdir, mode,
                                          stop_signal, walltime, privileged)
         try:
@@ -233,13 +232,18 @@ class Supervisor:
             stop_grace = -1
         if stop_grace < 0:
             raise WorkloadError('stop_grace must be 0 or more seconds')
+        if (not isinstance(output_max, int) or isinstance(output_max, bool)
+                or output_max < output_keeper.MIN_BYTES):
+            raise WorkloadError('output_max must be a number of bytes, at '
+                                'least %d, got %r' % (output_keeper.MIN_BYTES,
+                                                      output_max))
         if not root or not os.path.isdir(root):
             raise WorkloadError('no staged root at %r: stage the rootfs '
                                 'first' % (root,))
-        if shutil.which(self.runtime) is None:
+        if not self.runtime.available():
             raise WorkloadError('the OCI runtime %s is not in this agent '
                                 'ramdisk; rebuild it with the bmc-agent '
-                                'element' % self.runtime)
+                                'element' % self.runtime.binary)
         # The workload CPUs of the low-noise profile: the workload's cgroup
         # owns them (the agent has confined itself to the housekeeping
         # ones).
@@ -262,35 +266,36 @@ class Supervisor:
                 raise WorkloadError('a workload is running (pid %s)'
                                     % self.record['pid'])
             os.makedirs(self.state_dir, exist_ok=True)
-            # What a previous agent's run may have left.
-            self._runtime_call('delete', '--force', CONTAINER_ID)
-            bundle = self._write_bundle(spec)
-            output = os.path.join(self.state_dir, OUTPUT_FILE)
-            pid_file = os.path.join(self.state_dir, PID_FILE)
-            if os.path.exists(pid_file):
-                os.unlink(pid_file)
-            # --no-pivot: the agent's root is the initramfs, which
-            # pivot_root cannot leave.
-            cmd = self._runtime_cmd('run', '--no-pivot', '--bundle', bundle,
-                                    '--pid-file', pid_file, CONTAINER_ID)
-            with open(output, 'wb') as out:
-                try:
-                    proc = subprocess.Popen(
-                        cmd, stdin=subprocess.DEVNULL, stdout=out,
-                        stderr=subprocess.STDOUT, close_fds=True,
-                        start_new_session=True)
-                except OSError as exc:
-                    raise WorkloadError('cannot start the OCI runtime %s: '
-                                        '%s' % (self.runtime, exc)) from exc
-            container_pid = self._wait_created(proc, pid_file, output)
+            cmd = self.runtime.prepare(spec)
+            keeper, write_end = self._start_keeper(output_max)
+            try:
+                proc = subprocess.Popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=write_end,
+                    stderr=write_end, close_fds=True, start_new_session=True)
+            except OSError as exc:
+                keeper.kill()
+                keeper.wait()
+                raise WorkloadError('cannot start the OCI runtime %s: %s'
+                                    % (self.runtime.binary, exc)) from exc
+            finally:
+                # Only the workload writes: the keeper sees the end of
+                # the output when the workload's last process is gone.
+                os.close(write_end)
+            try:
+                container_pid = self.runtime.wait_created(
+                    proc, lambda: self._crun_error(keeper))
+            except oci_runtime.RuntimeFailure as exc:
+                raise WorkloadError(str(exc)) from None
             self.proc = proc
+            self.keeper = keeper
             started = time.time()
             self.meter = rapl.Meter().start()
             self.record = {
                 'pid': proc.pid, 'container_pid': container_pid,
                 'started': started, 'ended': None, 'exit_code': None,
                 'mode': mode, 'command': list(command), 'root': root,
-                'output': output, 'rapl': None,
+                'output_dir': self.state_dir, 'keeper_pid': keeper.pid,
+                'rapl': None,
                 'cpus': sorted(cpus) if cpus else None,
                 'privileged': privileged,
                 'stop_signal': stop_number, 'walltime': seconds,
@@ -335,6 +340,11 @@ class Supervisor:
 
     def _watch(self, proc):
         code = proc.wait()
+        record = self.record or {}
+        if not self._keeper_done(record, DRAIN_TIMEOUT):
+            LOG.warning('The output keeper of workload pid %d still runs '
+                        '%d s after it: a process of the workload may hold '
+                        'its output open', proc.pid, DRAIN_TIMEOUT)
         meter = self.meter
         energy = meter.stop() if meter is not None else None
         with self.lock:
@@ -355,6 +365,10 @@ class Supervisor:
                 return {'state': 'absent', 'exit_code': None,
                         'output_tail': '', 'stages': []}
             running = self._running()
+        if not running:
+            # Exited only once its output is all written.
+            self._keeper_done(record, DRAIN_TIMEOUT)
+        with self.lock:
             if (not running and record.get('exit_code') is None
                     and self.proc is not None):
                 # Exited, the watcher has not recorded it yet.
@@ -376,8 +390,12 @@ class Supervisor:
             if record.get('ended'):
                 stages.append(protocol.stage(protocol.STAGE_WORKLOAD_EXITED,
                                              started, record['ended']))
+            kept = output_keeper.read_state(record['output_dir']) or {}
             return {'state': state, 'exit_code': record.get('exit_code'),
-                    'output_tail': _tail(record['output']),
+                    'output_tail': workload_output.tail(
+                        record['output_dir']),
+                    'output': {'bytes': kept.get('bytes', 0),
+                               'dropped': kept.get('dropped', 0)},
                     'pid': record['pid'], 'mode': record.get('mode'),
                     'cpus': record.get('cpus'), 'rapl': energy,
                     'privileged': record.get('privileged'),
@@ -413,12 +431,14 @@ class Supervisor:
             self._save()
         LOG.info('Stopping workload pid %d: %s, SIGKILL after %.1f s (%s)',
                  pid, name, grace, reason)
-        self._kill(record, str(number), all_processes=False)
+        self.runtime.kill(number, False, record.get('container_pid'),
+                          record['pid'])
         if not self._wait_end(grace):
             LOG.warning('Workload pid %d outlived %s by %.1f s: SIGKILL to '
                         'its cgroup', pid, name, grace)
             record['stop']['killed'] = True
-            self._kill(record, 'KILL', all_processes=True)
+            self.runtime.kill('KILL', True, record.get('container_pid'),
+                              record['pid'])
             if not self._wait_end(KILL_WAIT):
                 LOG.error('Workload pid %d survived SIGKILL for %d s', pid,
                           KILL_WAIT)
@@ -441,23 +461,3 @@ class Supervisor:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.05)
-
-    def _kill(self, record, sig, all_processes):
-        args = ['kill'] + (['--all'] if all_processes else []) + [
-            CONTAINER_ID, sig]
-        ok, output = self._runtime_call(*args)
-        if ok:
-            return
-        LOG.warning('%s %s failed (%s); signalling the processes directly',
-                    self.runtime, ' '.join(args), output.strip())
-        number = int(signal.SIGKILL) if sig == 'KILL' else int(sig)
-        targets = [record.get('container_pid')]
-        if all_processes:
-            targets.append(-record['pid'])  # crun's own process group
-        for target in targets:
-            if not target:
-                continue
-            try:
-                os.kill(target, number)
-            except (ProcessLookupError, PermissionError):
-                pass

@@ -58,6 +58,8 @@ II_WALLTIME = 'container_walltime'
 II_PRIVILEGED = 'container_privileged'
 #: Process rlimits over the HPC defaults (bmc_common.oci.DEFAULT_RLIMITS).
 II_RLIMITS = 'container_rlimits'
+#: Files (absolute paths inside the container) returned with the report.
+II_RESULTS = 'container_results'
 
 ROOTFS_RAMFS = 'ramfs'
 ROOTFS_NFS = 'nfs'
@@ -121,6 +123,20 @@ STEP_STOP_WORKLOAD = 'bmc_stop_workload'
 after ``grace`` seconds; ``reason`` (one of STOP_REASONS) is recorded.
 Returns the workload status, whose ``stop`` is ``{"reason", "signal",
 "grace", "killed", "seconds", "requested"}``."""
+
+STEP_COLLECT_OUTPUT = 'bmc_collect_output'
+"""Return what the workload leaves: its kept output and the named result
+files of the staged root.
+
+args: ``results`` (absolute paths inside the container), ``max_bytes``
+(the bound of all result files together).  Returns ``{"output": {"data",
+"kept", "bytes", "dropped", "finished"}, "results": {path: {"data",
+"size", "sha256"} | {"error"}}}``; ``data`` is gzip then base64.
+"""
+
+#: Where a container's own mounts are: files there are gone once it
+#: exited, so they cannot be results.
+CONTAINER_MOUNTS = ('/proc', '/dev', '/sys', '/run', '/tmp')
 
 STOP_REQUEST = 'request'
 STOP_UNDEPLOY = 'undeploy'

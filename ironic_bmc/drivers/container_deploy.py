@@ -205,6 +205,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             'kernel_args': kernel_args,
             'stream_cache': _stream_cache(node, container),
             'tunables_strict': container.tunables_strict,
+            'results': container.results,
         })
         t_on = time.time()
         manager_utils.node_power_action(task, states.POWER_ON)

@@ -47,6 +47,7 @@ from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import stream_report
 from ironic_bmc import report as run_report
+from ironic_bmc import run_files
 
 LOG = log.getLogger(__name__)
 
@@ -97,6 +98,7 @@ def record_exit(task, status):
     LOG.info('Workload on node %(node)s exited with code %(code)s',
              {'node': node.uuid, 'code': status.get('exit_code')})
     timeout = _walltime_end(node, report, status)
+    collect(task, report)
     integrity = status.get('integrity')
     if integrity:
         # The root's content was not what the conductor built: the run
@@ -123,6 +125,33 @@ def record_exit(task, status):
                                           event_type='monitoring',
                                           error=True)
     node.save()
+
+
+def collect(task, report):
+    """Bring the run's kept output and its result files
+    (``container_results``) from the agent, next to the report."""
+    node = task.node
+    info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+    wanted = info.get('results') or []
+    try:
+        collected = agent_calls.call(
+            task, protocol.STEP_COLLECT_OUTPUT,
+            args={'results': wanted,
+                  'max_bytes': CONF.container.results_max_mb * 1024 * 1024},
+            timeout=120)
+        output, results = run_files.save(node.uuid, report['deploy_id'],
+                                         collected)
+    except (exception.IronicException, OSError, ValueError) as exc:
+        LOG.warning('Could not bring the output and results of the run '
+                    'on node %(node)s to the conductor: %(err)s',
+                    {'node': node.uuid, 'err': exc})
+        run_report.update(node, report, output={
+            'error': _('not collected: %s') % exc})
+        return
+    fields = {'output': output}
+    if wanted:
+        fields['results'] = results
+    run_report.update(node, report, **fields)
 
 
 def _walltime_end(node, report, status):
@@ -192,6 +221,8 @@ def close(task):
         status = stop_workload(task)
     if status:
         _record_final(node, report, status)
+        if status.get('state') == 'exited':
+            collect(task, report)
     t_off = time.time()
     if node.power_state != states.POWER_OFF:
         manager_utils.node_power_action(task, states.POWER_OFF)

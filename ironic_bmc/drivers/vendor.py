@@ -15,12 +15,18 @@
     openstack baremetal node passthru call --http-method GET NODE run_report
 """
 
+import base64
+import hashlib
+
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.drivers import base
 from oslo_utils import uuidutils
 
 from ironic_bmc import report as run_report
+from ironic_bmc import run_files
+
+METHODS = ('run_report', 'run_output')
 
 
 class ContainerVendor(base.VendorInterface):
@@ -30,10 +36,18 @@ class ContainerVendor(base.VendorInterface):
         return {}
 
     def validate(self, task, method=None, **kwargs):
-        if method != 'run_report':
+        if method not in METHODS:
             raise exception.InvalidParameterValue(
-                _('Unknown vendor method %s; available: run_report')
-                % method)
+                _('Unknown vendor method %(method)s; available: '
+                  '%(methods)s') % {'method': method,
+                                    'methods': ', '.join(METHODS)})
+        result = kwargs.get('result')
+        if result is not None and (not isinstance(result, str)
+                                   or not result.startswith('/')):
+            raise exception.InvalidParameterValue(
+                _('result must be the absolute path of a result file inside '
+                  'the container, as the report\'s "results" names it, got '
+                  '%r') % (result,))
         deploy_id = kwargs.get('deploy_id')
         if deploy_id is not None and not uuidutils.is_uuid_like(deploy_id):
             raise exception.InvalidParameterValue(
@@ -58,3 +72,26 @@ class ContainerVendor(base.VendorInterface):
                    'which': ' for deploy %s' % deploy_id if deploy_id
                    else ''})
         return found
+
+    # POST too: clients send a GET without arguments (``passthru call
+    # --arg result=...`` posts).
+    @base.passthru(['GET', 'POST'], async_call=False,
+                   require_exclusive_lock=False,
+                   description=_('The whole kept output of the current or '
+                                 'last container run of the node (or of '
+                                 '"deploy_id"), or with "result" one of its '
+                                 'result files, base64-encoded.'))
+    def run_output(self, task, deploy_id=None, result=None, **kwargs):
+        report = self.run_report(task, deploy_id=deploy_id)
+        deploy_id = report['deploy_id']
+        if result is None:
+            data = run_files.read_output(task.node.uuid, deploy_id)
+            section = report.get('output') or {}
+            return {'deploy_id': deploy_id,
+                    'output': data.decode('utf-8', errors='replace'),
+                    'bytes': section.get('bytes', len(data)),
+                    'dropped': section.get('dropped', 0)}
+        data = run_files.read_result(task.node.uuid, deploy_id, result)
+        return {'deploy_id': deploy_id, 'path': result, 'size': len(data),
+                'sha256': hashlib.sha256(data).hexdigest(),
+                'data_base64': base64.b64encode(data).decode('ascii')}

@@ -64,10 +64,11 @@ def build_demo_tree(path):
 
 
 def push_demo_image_with(settings, repo, files, tag='1', links=None,
-                         **config):
+                         modes=None, **config):
     """The demo root plus ``files`` (path in the image -> bytes, made
     executable when they start with ``#!``) and ``links`` (path -> symlink
-    target, replacing an empty directory), pushed as ``repo:tag`` with the
+    target, replacing an empty directory), with ``modes`` (path -> mode)
+    set last, pushed as ``repo:tag`` with the
     demo script as its command unless ``config`` (build_image's keyword
     arguments: cmd, user, stop_signal, ...) says otherwise; its
     reference."""
@@ -85,6 +86,8 @@ def push_demo_image_with(settings, repo, files, tag='1', links=None,
             if os.path.isdir(dest):
                 os.rmdir(dest)
             os.symlink(target, dest)
+        for path, mode in (modes or {}).items():
+            os.chmod(os.path.join(tmp, path.lstrip('/')), mode)
         config.setdefault('cmd', ['/demo.sh'])
         config.setdefault('env', ['PATH=/bin'])
         image = ociimage.build_image([ociimage.entries_from_dir(tmp)],

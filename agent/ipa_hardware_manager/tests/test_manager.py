@@ -10,6 +10,9 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import os
+import shutil
+import tempfile
 import unittest
 from unittest import mock
 
@@ -17,6 +20,7 @@ from ironic_python_agent import errors, hardware
 
 from ipa_hardware_manager import manager, rootfs, steps_tunables, workload
 from ipa_hardware_manager import rootfs_verity
+from ipa_hardware_manager import workload_output
 from bmc_common import protocol
 
 DIGEST = 'sha256:' + 'a' * 64
@@ -47,6 +51,7 @@ class StepsTest(unittest.TestCase):
                           protocol.STEP_START_WORKLOAD,
                           protocol.STEP_WORKLOAD_STATUS,
                           protocol.STEP_STOP_WORKLOAD,
+                          protocol.STEP_COLLECT_OUTPUT,
                           protocol.STEP_APPLY_TUNABLES,
                           protocol.STEP_NOISE_PROBE],
                          [s['step'] for s in steps])
@@ -60,7 +65,7 @@ class StepsTest(unittest.TestCase):
         self.assertEqual({'digest', 'format'}, required)
         self.assertEqual({'command', 'env', 'workdir', 'user', 'mode',
                           'stop_signal', 'walltime', 'privileged',
-                          'rlimits', 'stop_grace'},
+                          'rlimits', 'stop_grace', 'output_max'},
                          set(by_name[protocol.STEP_START_WORKLOAD][
                              'argsinfo']))
         self.assertEqual({'grace', 'reason'},
@@ -158,13 +163,13 @@ class WorkloadStepsTest(unittest.TestCase):
             NODE, [], command=['redis-server'], env={'A': 'b'},
             workdir='/data', user='redis', mode='service',
             stop_signal='SIGINT', walltime=60, privileged=False,
-            rlimits={'nofile': 10}, stop_grace=3)
+            rlimits={'nofile': 10}, stop_grace=3, output_max=140000)
         self.assertEqual({'pid': 42, 'started': 1.0}, result)
         self.sup.start.assert_called_once_with(
             '/var/lib/bmc/root', ['redis-server'], env={'A': 'b'},
             workdir='/data', user='redis', mode='service',
             stop_signal='SIGINT', walltime=60, privileged=False,
-            rlimits={'nofile': 10}, stop_grace=3)
+            rlimits={'nofile': 10}, stop_grace=3, output_max=140000)
 
     @mock.patch.object(rootfs, 'load', autospec=True, return_value=None)
     def test_start_without_rootfs(self, mock_load):
@@ -220,6 +225,39 @@ class WorkloadStepsTest(unittest.TestCase):
         self.assertEqual({'state': 'exited'},
                          self.hwm.bmc_stop_workload(NODE, [], grace=3))
         self.sup.stop.assert_called_once_with(3, reason='request')
+
+    @mock.patch.object(rootfs, 'load', autospec=True)
+    def test_collect_output_and_results(self, mock_load):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        os.makedirs(os.path.join(tmp, 'root', 'out'))
+        with open(os.path.join(tmp, 'root', 'out', 'r.txt'), 'wb') as f:
+            f.write(b'42\n')
+        with open(os.path.join(tmp, 'output.log'), 'wb') as f:
+            f.write(b'all of it\n')
+        mock_load.return_value = {'root': os.path.join(tmp, 'root')}
+        self.sup.status.return_value = {'state': 'exited'}
+        self.sup.state_dir = tmp
+        result = self.hwm.bmc_collect_output(
+            NODE, [], results=['/out/r.txt', '/out/none'], max_bytes=100)
+        self.assertEqual(b'all of it\n', workload_output.unpack(
+            result['output']['data']))
+        self.assertEqual(b'42\n', workload_output.unpack(
+            result['results']['/out/r.txt']['data']))
+        self.assertIn('no such file', result['results']['/out/none']['error'])
+
+    def test_collect_refused_while_running(self):
+        self.sup.status.return_value = {'state': 'running'}
+        self.assertRaisesRegex(errors.DeploymentError,
+                               'the workload is running',
+                               self.hwm.bmc_collect_output, NODE, [])
+
+    def test_collect_bad_results(self):
+        self.sup.status.return_value = {'state': 'exited'}
+        self.assertRaisesRegex(errors.DeploymentError,
+                               'results must be a list of absolute paths',
+                               self.hwm.bmc_collect_output, NODE, [],
+                               results=['out/r.txt'])
 
     def test_stop_at_undeploy(self):
         self.sup.stop.return_value = {'state': 'exited'}

@@ -10,6 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import re
 import types
 
 import pytest
@@ -163,7 +164,7 @@ def test_workload_args_honour_image_config_and_overrides():
     assert args == {'command': ['/entry', 'a'],
                     'env': {'PATH': '/bin', 'X': 'user'},
                     'workdir': '/srv', 'user': '1000:1000', 'mode': 'job',
-                    'privileged': True}
+                    'privileged': True, 'output_max': 16 * 1024 * 1024}
     info.command = ['/other']
     assert deploy_info.workload_args(info, config)['command'] == ['/other']
 
@@ -207,6 +208,31 @@ def test_stop_signal_the_kernel_does_not_know_is_refused():
 def test_bad_run_limits_are_refused(key, value, message):
     with pytest.raises(exception.InvalidParameterValue, match=message):
         deploy_info.parse(_node(container_image='r/a:1', **{key: value}))
+
+
+def test_results_normalized():
+    info = deploy_info.parse(_node(
+        container_image='r/a:1',
+        container_results='["/results/out.csv", "/results//./out.csv", '
+                          '"/work/log.txt"]'))
+    assert info.results == ['/results/out.csv', '/work/log.txt']
+
+
+@pytest.mark.parametrize('value,message', [
+    ('["results/out.csv"]', 'not an absolute path'),
+    ('["/results/../etc/shadow"]', 'without ".."'),
+    ('["/tmp/out.csv"]', 'under /tmp, a mount of the container'),
+    ('["/run/x"]', 'under /run'),
+    ('["/"]', 'not an absolute path'),
+    ('[]', 'list of 1 to 64'),
+    ('"/results/out.csv"', 'list of 1 to 64'),
+    ('[1]', 'list of 1 to 64'),
+])
+def test_bad_results_refused(value, message):
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='container_results.*' + re.escape(message)):
+        deploy_info.parse(_node(container_image='r/a:1',
+                                container_results=value))
 
 
 def test_privileged_refused_where_the_operator_forbids_it():

@@ -12,6 +12,8 @@
 
 """The container deploy interface, on Ironic's own DB test fixtures."""
 
+import base64
+import gzip
 import inspect
 import os
 from unittest import mock
@@ -41,6 +43,7 @@ from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import pipeline
 from ironic_bmc import deploy_info
 from ironic_bmc import report as run_report
+from ironic_bmc import run_files
 
 IMAGE = '127.0.0.1:5050/bmc/demo:1'
 
@@ -464,6 +467,12 @@ class InBandStepsTestCase(ContainerDeployTestCase):
                          [s['step'] for s in steps])
 
 
+def _packed(data, **fields):
+    return dict({'data': base64.b64encode(gzip.compress(data)).decode(),
+                 'kept': len(data), 'bytes': len(data), 'dropped': 0,
+                 'finished': True}, **fields)
+
+
 class WatchTestCase(ContainerDeployTestCase):
 
     def _running(self, mode):
@@ -497,6 +506,62 @@ class WatchTestCase(ContainerDeployTestCase):
         self.assertEqual(20.0, exited['end'])
         # The report outlives the node's fields: it is on disk.
         self.assertEqual(report, run_report.load(self.node.uuid))
+
+    @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    def test_job_output_and_results_collected_before_power_off(
+            self, mock_power, mock_call):
+        self._running('job')
+        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {
+            'results': ['/results/out.csv', '/results/missing']})
+        self.node.save()
+        output = b''.join(b'line %d\n' % i for i in range(2000))
+        order = []
+        mock_power.side_effect = lambda *a: order.append('power')
+
+        def agent(task, step, args=None, timeout=None):
+            order.append(step)
+            return {'output': _packed(output, bytes=len(output) + 100,
+                                      dropped=100),
+                    'results': {
+                        '/results/out.csv': dict(
+                            _packed(b'a,b\n1,2\n'), size=8),
+                        '/results/missing': {'error': 'no such file'}}}
+        mock_call.side_effect = agent
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            run_close.record_exit(task, {'state': 'exited', 'exit_code': 0,
+                                         'output_tail': 'line 1999\n'})
+            report = run_report.get(task.node)
+        self.assertEqual(['bmc_collect_output', 'power'], order)
+        mock_call.assert_called_once_with(
+            mock.ANY, 'bmc_collect_output',
+            args={'results': ['/results/out.csv', '/results/missing'],
+                  'max_bytes': 16 * 1024 * 1024}, timeout=120)
+        self.assertEqual({'bytes': len(output) + 100, 'kept': len(output),
+                          'dropped': 100, 'complete': False,
+                          'sha256': mock.ANY}, report['output'])
+        self.assertEqual(8, report['results']['/results/out.csv']['size'])
+        self.assertEqual({'error': 'no such file'},
+                         report['results']['/results/missing'])
+        self.assertEqual(output, run_files.read_output(self.node.uuid, 'x'))
+        self.assertEqual(b'a,b\n1,2\n', run_files.read_result(
+            self.node.uuid, 'x', '/results/out.csv'))
+        self.assertEqual('finished', report['state'])
+
+    @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    def test_collect_failure_does_not_keep_the_node_on(self, mock_power,
+                                                       mock_call):
+        self._running('job')
+        mock_call.side_effect = exception.IronicException('agent gone')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            run_close.record_exit(task, {'state': 'exited', 'exit_code': 0})
+            mock_power.assert_called_once_with(task, states.POWER_OFF)
+            report = run_report.get(task.node)
+        self.assertIn('agent gone', report['output']['error'])
+        self.assertEqual('finished', report['state'])
 
     @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
                        autospec=True)
@@ -595,6 +660,9 @@ class UndeployTestCase(ContainerDeployTestCase):
             # As the real client: no URL, no call.
             if not agent_calls.reachable(task.node):
                 raise exception.IronicException('agent URL forgotten')
+            if step == 'bmc_collect_output':
+                return {'output': _packed(b'serving\nshutting down\n',
+                                          bytes=22), 'results': {}}
             return {'state': 'exited', 'exit_code': 0,
                     'output_tail': 'serving\nshutting down\n',
                     'stop': stop, 'rapl': {'available': False},
@@ -615,10 +683,17 @@ class UndeployTestCase(ContainerDeployTestCase):
                 container_deploy.energy, 'stop', autospec=True,
                 side_effect=lambda node: sampling.update(stopped=True)):
             report = self._undeploy()
-        # Stopped gracefully once, before clean_up forgot the agent's URL.
-        mock_call.assert_called_once_with(
-            mock.ANY, 'bmc_stop_workload',
-            args={'grace': 10, 'reason': 'undeploy'}, timeout=40)
+        # Stopped gracefully once, before clean_up forgot the agent's URL,
+        # then its output collected.
+        self.assertEqual([
+            mock.call(mock.ANY, 'bmc_stop_workload',
+                      args={'grace': 10, 'reason': 'undeploy'}, timeout=40),
+            mock.call(mock.ANY, 'bmc_collect_output',
+                      args={'results': [], 'max_bytes': 16 * 1024 * 1024},
+                      timeout=120)], mock_call.call_args_list)
+        self.assertEqual(22, report['output']['bytes'])
+        self.assertEqual(b'serving\nshutting down\n', run_files.read_output(
+            self.node.uuid, report['deploy_id']))
         mock_finish.assert_called_once_with(
             mock.ANY, 6.0, 7.4, rapl={'available': False})
         self.assertEqual({'available': True, 'bmc_samples': 9},
@@ -828,6 +903,44 @@ class VendorTestCase(ContainerDeployTestCase):
             self.assertRaises(exception.InvalidParameterValue,
                               task.driver.vendor.validate, task,
                               method='other')
+
+
+    def test_run_output_and_result(self):
+        deploy_id = uuidutils.generate_uuid()
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, {
+            'deploy_id': deploy_id, 'state': 'finished',
+            'output': {'bytes': 12, 'dropped': 2}})
+        self.node.save()
+        run_files.save(self.node.uuid, deploy_id, {
+            'output': _packed(b'all of it\n'),
+            'results': {'/r/x.bin': _packed(b'\x00\x01')}})
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            vendor = task.driver.vendor
+            vendor.validate(task, method='run_output')
+            self.assertEqual({'deploy_id': deploy_id,
+                              'output': 'all of it\n', 'bytes': 12,
+                              'dropped': 2}, vendor.run_output(task))
+            got = vendor.run_output(task, result='/r/x.bin')
+            self.assertEqual(b'\x00\x01',
+                             base64.b64decode(got['data_base64']))
+            self.assertEqual(2, got['size'])
+            self.assertRaisesRegex(exception.NotFound, 'no result /r/y',
+                                   vendor.run_output, task, result='/r/y')
+            self.assertRaisesRegex(exception.InvalidParameterValue,
+                                   'absolute path of a result file',
+                                   vendor.validate, task,
+                                   method='run_output', result='r/x.bin')
+            self.assertRaises(exception.InvalidParameterValue,
+                              vendor.run_output, task, result='/../r/x.bin')
+
+    def test_run_output_before_the_run_ended(self):
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, {
+            'deploy_id': uuidutils.generate_uuid(), 'state': 'running'})
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertRaisesRegex(exception.NotFound,
+                                   'has not ended yet',
+                                   task.driver.vendor.run_output, task)
 
 
 class TunablesTestCase(ContainerDeployTestCase):

@@ -15,13 +15,15 @@
 * a job as an image's user, with supplementary groups, in its own PID and
   mount namespaces, fresh /run, /tmp, /dev/shm and /dev/mqueue, the HPC
   rlimits; the image's /tmp is a symlink that would point at the agent's
-  state directory if it were followed on the node;
+  state directory if it were followed on the node; all of its output and
+  a result file are read from the conductor after the power-off;
 * a service undeployed gracefully: the image's StopSignal (SIGINT) reaches
   it, its own shutdown message is in the report, no SIGKILL was needed;
 * a confined job that outlives its walltime: ended, SIGKILL after the
   grace (a PID 1 without a handler ignores SIGTERM), ``failed`` saying so.
 """
 
+import base64
 import json
 
 from bmc_common import protocol
@@ -43,6 +45,8 @@ done
 echo "run-entries=$(ls -A /run | wc -l)"
 echo probe > /tmp/probe && echo "tmp-writable=yes"
 echo "cgroup=$(cat /proc/self/cgroup)"
+i=0; while [ $i -lt 3000 ]; do echo "filler line $i"; i=$((i+1)); done
+id > /results/ids.txt
 echo "done"
 """
 
@@ -62,16 +66,30 @@ def test_job_runs_in_its_own_container(lab):
     image = container_job.push_demo_image_with(
         lab, 'bmc/runtime-job', {'/etc/passwd': PASSWD, '/etc/group': GROUP,
                                  '/inside.sh': INSIDE,
-                                 '/home/app/.keep': b''},
+                                 '/home/app/.keep': b'',
+                                 '/results/.keep': b''},
+        modes={'/results': 0o1777},
         # Followed on the node, this would hide the agent's own state
         # (its record and the job's output) under the container's tmpfs.
         links={'/tmp': '/../../../run/bmc-workload'},
         cmd=['/inside.sh'], user='app')
-    container_job.deploy(lab, image)
+    container_job.deploy(lab, image, extra={
+        protocol.II_RESULTS: '["/results/ids.txt", "/results/none"]'})
     report = container_job.wait_report(lab)
-    lines = _lines(report)
     assert report['workload_exit_code'] == 0, report['output_tail']
-    assert 'pid=1' in lines
+    # All of the output (about 60 KB), not only the report's tail, and
+    # the result file, from the conductor after the power-off.
+    cli = lab_client.get_client(lab)
+    name = lab.node_name(0)
+    assert cli.node.get(name).power_state == 'power off'
+    assert report['output']['complete'] is True
+    assert report['output']['bytes'] > 10 * protocol.OUTPUT_TAIL_BYTES
+    whole = _passthru(cli, name, 'run_output')
+    assert len(whole['output'].encode()) == report['output']['bytes']
+    lines = whole['output'].splitlines()
+    assert _lines(report)[-1] == lines[-1] == 'done'
+    assert 'filler line 0' in lines and 'filler line 2999' in lines
+    assert lines[0] == 'pid=1'
     ident = [line for line in lines if line.startswith('id=')][0]
     assert 'uid=1000(app) gid=1000(app)' in ident
     assert '44(video)' in ident and 'staff' not in ident
@@ -85,9 +103,19 @@ def test_job_runs_in_its_own_container(lab):
     assert ('/run/bmc-workload', 'tmpfs') in mounts
     assert 'tmp-writable=yes' in lines
     assert 'cgroup=0::/bmc-workload' in lines
-    # The agent's output file was never hidden: all of it is here.
-    assert lines[-1] == 'done'
+    result = _passthru(cli, name, 'run_output',
+                       args={'result': '/results/ids.txt'})
+    assert base64.b64decode(result['data_base64']).decode() == (
+        ident[len('id='):] + '\n')
+    assert report['results']['/results/ids.txt']['size'] == result['size']
+    assert 'no such file' in report['results']['/results/none']['error']
     container_job.undeploy(lab)
+
+
+def _passthru(cli, name, method, args=None):
+    found = cli.node.vendor_passthru(name, method, args=args or {},
+                                     http_method='POST')
+    return found.to_dict() if hasattr(found, 'to_dict') else found
 
 
 def test_service_undeployed_with_its_stop_signal(lab):

@@ -1,0 +1,117 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A run's output and result files, kept next to its report.
+
+``[container]report_dir/<node>/<deploy id>.output.log`` holds the output
+the node kept; ``<deploy id>.results/`` the result files, under their
+path inside the container.  The report says what is there (sizes,
+digests, what was dropped or refused); the ``run_output`` vendor method
+returns them.
+"""
+
+import base64
+import gzip
+import hashlib
+import os
+import shutil
+
+from ironic.common import exception
+from ironic.common.i18n import _
+
+from ironic_bmc.conf import CONF
+
+
+def _base(node_uuid, deploy_id):
+    return os.path.join(CONF.container.report_dir, node_uuid, deploy_id)
+
+
+def _unpack(text):
+    return gzip.decompress(base64.b64decode(text))
+
+
+def _write(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + '.tmp'
+    with open(tmp, 'wb') as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def save(node_uuid, deploy_id, collected):
+    """Store what the collect step returned; the report's ``output`` and
+    ``results`` sections."""
+    base = _base(node_uuid, deploy_id)
+    output = collected.get('output') or {}
+    data = _unpack(output['data']) if output.get('data') else b''
+    _write(base + '.output.log', data)
+    section = {'bytes': output.get('bytes', len(data)), 'kept': len(data),
+               'dropped': output.get('dropped', 0),
+               'sha256': hashlib.sha256(data).hexdigest()}
+    section['complete'] = section['dropped'] == 0
+    results = {}
+    results_dir = base + '.results'
+    shutil.rmtree(results_dir, ignore_errors=True)
+    for path, entry in sorted((collected.get('results') or {}).items()):
+        if 'data' not in entry:
+            results[path] = {'error': entry.get('error', 'not returned')}
+            continue
+        content = _unpack(entry['data'])
+        digest = hashlib.sha256(content).hexdigest()
+        if entry.get('sha256') not in (None, digest):
+            results[path] = {'error': 'the content changed on its way from '
+                                      'the node (sha256 mismatch)'}
+            continue
+        _write(_result_path(results_dir, path), content)
+        results[path] = {'size': len(content), 'sha256': digest}
+    return section, results
+
+
+def _result_path(results_dir, path):
+    parts = [p for p in path.split('/') if p not in ('', '.')]
+    if not parts or '..' in parts:
+        raise exception.InvalidParameterValue(
+            _('%r is not a result path') % path)
+    return os.path.join(results_dir, *parts)
+
+
+def read_output(node_uuid, deploy_id):
+    """The kept output of a run (bytes).
+
+    :raises: NotFound when this conductor has none.
+    """
+    try:
+        with open(_base(node_uuid, deploy_id) + '.output.log', 'rb') as f:
+            return f.read()
+    except FileNotFoundError:
+        raise exception.NotFound(
+            _('Run %(run)s of node %(node)s has no output on conductor '
+              '%(host)s: it has not ended yet, or another conductor ran '
+              'it') % {'run': deploy_id, 'node': node_uuid,
+                       'host': CONF.host}) from None
+
+
+def read_result(node_uuid, deploy_id, path):
+    """A result file of a run (bytes).
+
+    :raises: NotFound when this conductor does not have it.
+    """
+    try:
+        with open(_result_path(_base(node_uuid, deploy_id) + '.results',
+                               path), 'rb') as f:
+            return f.read()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise exception.NotFound(
+            _('Run %(run)s of node %(node)s has no result %(path)s on '
+              'conductor %(host)s (the report\'s "results" says what was '
+              'returned)') % {'run': deploy_id, 'node': node_uuid,
+                              'path': path, 'host': CONF.host}) from None
