@@ -27,6 +27,7 @@ an ACTIVE node.
 from ironic_python_agent import errors, hardware
 from oslo_log import log
 
+from ipa_hardware_manager import agent_quiet
 from ipa_hardware_manager import rootfs as staging
 from ipa_hardware_manager import rootfs_download
 from ipa_hardware_manager import rootfs_stream
@@ -150,6 +151,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
             _step(protocol.STEP_WORKLOAD_STATUS),
             _step(protocol.STEP_STOP_WORKLOAD, STOP_WORKLOAD_ARGSINFO),
             _step(protocol.STEP_COLLECT_OUTPUT, COLLECT_OUTPUT_ARGSINFO),
+            _step(protocol.STEP_QUIET_AGENT),
             _step(protocol.STEP_APPLY_TUNABLES,
                   steps_tunables.APPLY_TUNABLES_ARGSINFO),
             _step(protocol.STEP_NOISE_PROBE,
@@ -221,6 +223,8 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
     def bmc_workload_status(self, node, ports, **kwargs):
         """Report the workload state (protocol step); a workload that
         failed on a corrupted rootfs block says so in ``integrity``."""
+        # Each poll's result is read once, when it returns.
+        agent_quiet.forget_status_results()
         status = self.supervisor.status()
         stream = rootfs_stream.progress(staging.BASE)
         if stream is not None:
@@ -245,6 +249,11 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         except workload.WorkloadError as exc:
             raise errors.DeploymentError(
                 '%s: %s' % (protocol.STEP_STOP_WORKLOAD, exc)) from exc
+
+    def bmc_quiet_agent(self, node, ports, **kwargs):
+        """The deploy is over: no more heartbeats (protocol step)."""
+        stopped = agent_quiet.stop_heartbeats()
+        return {'heartbeats': 'stopped' if stopped else 'none'}
 
     def bmc_collect_output(self, node, ports, results=None,
                            max_bytes=workload.DEFAULT_OUTPUT_MAX, **kwargs):

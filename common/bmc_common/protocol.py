@@ -124,6 +124,11 @@ after ``grace`` seconds; ``reason`` (one of STOP_REASONS) is recorded.
 Returns the workload status, whose ``stop`` is ``{"reason", "signal",
 "grace", "killed", "seconds", "requested"}``."""
 
+STEP_QUIET_AGENT = 'bmc_quiet_agent'
+"""The deploy is over: the agent stops heartbeating (the conductor polls
+it for the workload's state); no args.  Returns ``{"heartbeats":
+"stopped"|"none"}``."""
+
 STEP_COLLECT_OUTPUT = 'bmc_collect_output'
 """Return what the workload leaves: its kept output and the named result
 files of the staged root.

@@ -41,6 +41,8 @@ def reachable(node):
                 .get('agent_url'))
 
 
+#: Seconds a call waits for the agent to finish another command.
+BUSY_WAIT = 15
 #: The agent command a deploy step runs as (AgentClient.execute_deploy_step).
 _METHOD = 'deploy.execute_deploy_step'
 
@@ -64,7 +66,18 @@ def call(task, step_name, args=None, timeout=60, poll_interval=0.5):
             node.driver_internal_info[key] = value
     client = agent_client.get_client(task)
     step = {'interface': 'deploy', 'step': step_name, 'args': args or {}}
-    result = client.execute_deploy_step(step, node, [])
+
+    # IPA runs one command at a time: a status poll (shared lock) and an
+    # undeploy's stop (exclusive lock) may meet; the second waits.
+    @tenacity.retry(
+        retry=tenacity.retry_if_exception_type(exception.AgentInProgress),
+        stop=tenacity.stop_after_delay(BUSY_WAIT),
+        wait=tenacity.wait_fixed(poll_interval),
+        reraise=True)
+    def _execute():
+        return client.execute_deploy_step(step, node, [])
+
+    result = _execute()
 
     @tenacity.retry(
         retry=tenacity.retry_if_exception_type(

@@ -317,6 +317,15 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         agent_calls.remember(node)
         run_report.update(node, run_report.get(node), state='running')
         node.save()
+        # Ironic forgets the agent's token once the deploy is over, and
+        # refuses (and logs at ERROR) every heartbeat after; the periodic
+        # poll watches the workload instead.
+        try:
+            agent_calls.call(task, protocol.STEP_QUIET_AGENT, timeout=30)
+        except exception.IronicException as exc:
+            LOG.warning('The agent of node %(node)s goes on heartbeating '
+                        '(the conductor refuses each heartbeat): %(err)s',
+                        {'node': node.uuid, 'err': exc})
 
     # --- watching the workload -------------------------------------------
 

@@ -52,6 +52,7 @@ class StepsTest(unittest.TestCase):
                           protocol.STEP_WORKLOAD_STATUS,
                           protocol.STEP_STOP_WORKLOAD,
                           protocol.STEP_COLLECT_OUTPUT,
+                          protocol.STEP_QUIET_AGENT,
                           protocol.STEP_APPLY_TUNABLES,
                           protocol.STEP_NOISE_PROBE],
                          [s['step'] for s in steps])

@@ -94,3 +94,23 @@ def test_failed_step_raises_the_agents_error(client):
     with pytest.raises(exception.IronicException) as ctx:
         agent_calls.call(task, 'bmc_apply_tunables', poll_interval=0.01)
     assert 'thp: cannot write never' in str(ctx.value)
+
+
+def test_busy_agent_is_waited_for(client):
+    task, _node = _task()
+    client.execute_deploy_step.side_effect = [
+        exception.AgentInProgress(node='n', command='c', error='busy'),
+        {'command_status': 'SUCCEEDED',
+         'command_result': {'deploy_result': {'state': 'exited'}}}]
+    assert agent_calls.call(task, 'bmc_stop_workload',
+                            poll_interval=0.01) == {'state': 'exited'}
+    assert client.execute_deploy_step.call_count == 2
+
+
+def test_agent_busy_for_too_long(client):
+    task, _node = _task()
+    client.execute_deploy_step.side_effect = exception.AgentInProgress(
+        node='n', command='c', error='busy')
+    with mock.patch.object(agent_calls, 'BUSY_WAIT', 0.05):
+        with pytest.raises(exception.AgentInProgress):
+            agent_calls.call(task, 'bmc_stop_workload', poll_interval=0.01)

@@ -473,6 +473,34 @@ def _packed(data, **fields):
                  'finished': True}, **fields)
 
 
+class RecordStartTestCase(ContainerDeployTestCase):
+
+    def _deploying(self):
+        report = run_report.new(self.node, deploy_info.parse(self.node))
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
+        self.node.set_driver_internal_info('agent_url', 'http://10.0.2.15:1')
+        self.node.save()
+
+    @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
+    def test_agent_quieted_once_the_run_starts(self, mock_call):
+        self._deploying()
+        mock_call.return_value = {'heartbeats': 'stopped'}
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.driver.deploy.bmc_record_start(task)
+            self.assertEqual('running', run_report.get(task.node)['state'])
+            self.assertTrue(agent_calls.reachable(task.node))
+        mock_call.assert_called_once_with(mock.ANY, 'bmc_quiet_agent',
+                                          timeout=30)
+
+    @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
+    def test_an_agent_that_cannot_be_quieted_is_no_failure(self, mock_call):
+        self._deploying()
+        mock_call.side_effect = exception.IronicException('old agent')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.driver.deploy.bmc_record_start(task)
+            self.assertEqual('running', run_report.get(task.node)['state'])
+
+
 class WatchTestCase(ContainerDeployTestCase):
 
     def _running(self, mode):

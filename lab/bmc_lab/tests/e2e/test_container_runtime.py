@@ -19,16 +19,20 @@
   a result file are read from the conductor after the power-off;
 * a service undeployed gracefully: the image's StopSignal (SIGINT) reaches
   it, its own shutdown message is in the report, no SIGKILL was needed;
+  the agent stopped heartbeating once the deploy was over, so the
+  conductor logged no refused heartbeat;
 * a confined job that outlives its walltime: ended, SIGKILL after the
   grace (a PID 1 without a handler ignores SIGTERM), ``failed`` saying so.
 """
 
 import base64
 import json
+import time
 
 from bmc_common import protocol
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
+from bmc_lab import logcursor
 from bmc_lab import nodes
 
 PASSWD = b'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n'
@@ -122,9 +126,15 @@ def test_service_undeployed_with_its_stop_signal(lab):
     image = container_job.push_demo_image_with(
         lab, 'bmc/runtime-service', {'/service.sh': SERVICE},
         cmd=['/service.sh'], stop_signal='SIGINT')
+    conductor_log = logcursor.Cursor(lab.log('ironic.log'))
     container_job.deploy(lab, image, mode=protocol.MODE_SERVICE)
     container_job.wait_report(lab, states=('running',))
+    # Long enough for heartbeats (the lab's agents send one every few
+    # seconds): the agent stopped them once the deploy was over, so the
+    # conductor, which no longer knows its token, refuses none.
+    time.sleep(30)
     container_job.undeploy(lab)
+    assert 'Invalid or missing agent_token' not in conductor_log.text()
     assert nodes.bmc_power_state(lab, 0) == 'off'
     report = container_job.wait_report(lab, states=('undeployed',))
     stop = report['stop']

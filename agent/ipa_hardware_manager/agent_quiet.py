@@ -1,0 +1,74 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A quiet agent next to a running workload.
+
+Once the deploy is over, Ironic forgets the agent's token: every
+heartbeat of the agent is then refused, and logged at ERROR by the
+conductor, which watches the workload by polling the agent anyway.  And
+IPA keeps the result of every command it ran: a status poll every 10 s
+is 60,000 results a week.  So, reaching the running agent through its
+``deploy`` extension (as IPA's own extensions do):
+
+* :func:`stop_heartbeats` stops the heartbeat thread;
+* :func:`forget_status_results` drops the results of earlier status
+  polls, which nobody reads again.
+"""
+
+from ironic_python_agent.extensions import base as ext_base
+from oslo_log import log
+
+from bmc_common import protocol
+
+LOG = log.getLogger(__name__)
+
+#: Steps whose results nobody reads after their call returned.
+_FORGETTABLE = (protocol.STEP_WORKLOAD_STATUS,)
+
+
+def _agent():
+    try:
+        return ext_base.get_extension('deploy').agent
+    except Exception as exc:  # noqa: BLE001 - not running inside IPA
+        LOG.debug('No running agent to reach: %s', exc)
+        return None
+
+
+def stop_heartbeats():
+    """Stop the agent's heartbeats; whether it had any to stop."""
+    agent = _agent()
+    heartbeater = getattr(agent, 'heartbeater', None)
+    if heartbeater is None or not heartbeater.is_alive():
+        return False
+    LOG.info('The workload runs and the conductor polls it: no more '
+             'heartbeats')
+    heartbeater.stop()
+    return True
+
+
+def _step_name(result):
+    params = getattr(result, 'command_params', None) or {}
+    return ((params.get('step') or {}).get('step')
+            if isinstance(params.get('step'), dict) else None)
+
+
+def forget_status_results():
+    """Drop the finished results of earlier status polls; how many."""
+    agent = _agent()
+    results = getattr(agent, 'command_results', None)
+    if results is None:
+        return 0
+    stale = [key for key, result in list(results.items())
+             if result.is_done() and _step_name(result) in _FORGETTABLE]
+    for key in stale:
+        results.pop(key, None)
+    return len(stale)
