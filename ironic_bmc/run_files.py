@@ -19,8 +19,6 @@ digests, what was dropped or refused); the ``run_output`` vendor method
 returns them.
 """
 
-import base64
-import gzip
 import hashlib
 import os
 import shutil
@@ -28,15 +26,12 @@ import shutil
 from ironic.common import exception
 from ironic.common.i18n import _
 
+from bmc_common import protocol
 from ironic_bmc.conf import CONF
 
 
 def _base(node_uuid, deploy_id):
     return os.path.join(CONF.container.report_dir, node_uuid, deploy_id)
-
-
-def _unpack(text):
-    return gzip.decompress(base64.b64decode(text))
 
 
 def _write(path, data):
@@ -52,7 +47,7 @@ def save(node_uuid, deploy_id, collected):
     ``results`` sections."""
     base = _base(node_uuid, deploy_id)
     output = collected.get('output') or {}
-    data = _unpack(output['data']) if output.get('data') else b''
+    data = protocol.unpack(output['data']) if output.get('data') else b''
     _write(base + '.output.log', data)
     section = {'bytes': output.get('bytes', len(data)), 'kept': len(data),
                'dropped': output.get('dropped', 0),
@@ -65,7 +60,7 @@ def save(node_uuid, deploy_id, collected):
         if 'data' not in entry:
             results[path] = {'error': entry.get('error', 'not returned')}
             continue
-        content = _unpack(entry['data'])
+        content = protocol.unpack(entry['data'])
         digest = hashlib.sha256(content).hexdigest()
         if entry.get('sha256') not in (None, digest):
             results[path] = {'error': 'the content changed on its way from '

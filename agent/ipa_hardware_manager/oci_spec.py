@@ -262,15 +262,11 @@ def build(root, command, env=None, workdir=None, user=None,
     :param rlimits: ``container_rlimits`` (over the HPC defaults).
     :param cpus: the CPUs the workload owns (a cpuset), or None.
     :param hugepages: mount hugetlbfs at /dev/hugepages.
+    :param command: a non-empty list of strings, ``workdir`` an absolute
+        path (the caller has checked both).
     :raises SpecError: naming what is wrong.
     """
-    if (not isinstance(command, (list, tuple)) or not command
-            or not all(isinstance(c, str) for c in command)):
-        raise SpecError('command must be a non-empty list of strings, got '
-                        '%r' % (command,))
     cwd = workdir or '/'
-    if not cwd.startswith('/'):
-        raise SpecError('workdir must be an absolute path, got %r' % cwd)
     if not os.path.isdir(resolve_in_root(root, cwd)):
         raise SpecError('workdir %s does not exist in the image' % cwd)
     uid, gid, additional, home = resolve_user(root, user)

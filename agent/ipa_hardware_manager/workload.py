@@ -47,7 +47,6 @@ LOG = log.getLogger(__name__)
 
 STATE_DIR = '/run/bmc-workload'
 STATE_FILE = 'workload.json'
-OUTPUT_FILE = output_keeper.OUTPUT_FILE
 KEEPER_LOG = 'output-keeper.log'
 BUNDLE_DIR = oci_runtime.BUNDLE_DIR
 CONTAINER_ID = oci_runtime.CONTAINER_ID
@@ -67,7 +66,9 @@ class WorkloadError(Exception):
 
 
 def _validate(command, env, workdir, mode, stop_signal, walltime,
-              privileged):
+              privileged, stop_grace, output_max):
+    """The start step's arguments; (stop signal number, walltime
+    seconds or None, stop grace seconds)."""
     if (not isinstance(command, (list, tuple)) or not command
             or not all(isinstance(c, str) for c in command)):
         raise WorkloadError('command must be a non-empty list of strings, '
@@ -93,14 +94,18 @@ def _validate(command, env, workdir, mode, stop_signal, walltime,
                    else None)
     except ValueError as exc:
         raise WorkloadError(str(exc)) from None
-    return number, seconds
-
-
-def _signal_name(number):
     try:
-        return signal.Signals(number).name
-    except ValueError:
-        return 'SIGRTMIN+%d' % (number - int(signal.SIGRTMIN))
+        grace = float(stop_grace)
+    except (TypeError, ValueError):
+        grace = -1
+    if grace < 0:
+        raise WorkloadError('stop_grace must be 0 or more seconds')
+    if (not isinstance(output_max, int) or isinstance(output_max, bool)
+            or output_max < output_keeper.MIN_BYTES):
+        raise WorkloadError('output_max must be a number of bytes, at '
+                            'least %d, got %r' % (output_keeper.MIN_BYTES,
+                                                  output_max))
+    return number, seconds, grace
 
 
 def _pid_alive(pid):
@@ -224,19 +229,9 @@ class Supervisor:
               mode=protocol.MODE_JOB, stop_signal=None, walltime=None,
               privileged=True, rlimits=None, stop_grace=DEFAULT_GRACE,
               output_max=DEFAULT_OUTPUT_MAX):
-        stop_number, seconds = _validate(command, env, workdir, mode,
-                                         stop_signal, walltime, privileged)
-        try:
-            stop_grace = float(stop_grace)
-        except (TypeError, ValueError):
-            stop_grace = -1
-        if stop_grace < 0:
-            raise WorkloadError('stop_grace must be 0 or more seconds')
-        if (not isinstance(output_max, int) or isinstance(output_max, bool)
-                or output_max < output_keeper.MIN_BYTES):
-            raise WorkloadError('output_max must be a number of bytes, at '
-                                'least %d, got %r' % (output_keeper.MIN_BYTES,
-                                                      output_max))
+        stop_number, seconds, stop_grace = _validate(
+            command, env, workdir, mode, stop_signal, walltime, privileged,
+            stop_grace, output_max)
         if not root or not os.path.isdir(root):
             raise WorkloadError('no staged root at %r: stage the rootfs '
                                 'first' % (root,))
@@ -422,7 +417,7 @@ class Supervisor:
             return self.status()
         pid = record['pid']
         number = record.get('stop_signal') or int(signal.SIGTERM)
-        name = _signal_name(number)
+        name = oci.signal_name(number)
         t0 = time.monotonic()
         with self.lock:
             record['stop'] = {'reason': reason, 'signal': name,

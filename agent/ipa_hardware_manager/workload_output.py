@@ -16,11 +16,10 @@ The output is what the keeper (:mod:`output_keeper`) kept; result files
 are read from the staged root after the workload exited (the overlay
 keeps what it wrote; its own /tmp and /run were mounts of the container
 and are gone).  Both travel gzip-compressed and base64-encoded in the
-collect step's result.
+collect step's result
+(:func:`bmc_common.protocol.pack`).
 """
 
-import base64
-import gzip
 import hashlib
 import os
 import stat
@@ -50,15 +49,6 @@ def tail(directory, limit=protocol.OUTPUT_TAIL_BYTES):
     return b''.join(chunks).decode('utf-8', errors='replace')
 
 
-def _pack(data):
-    return base64.b64encode(gzip.compress(data, 6)).decode('ascii')
-
-
-def unpack(text):
-    """The bytes of a packed ``data`` field (for the conductor side)."""
-    return gzip.decompress(base64.b64decode(text))
-
-
 def output(directory):
     """The kept output and what the keeper counted."""
     data = b''
@@ -69,7 +59,7 @@ def output(directory):
         except OSError:
             continue
     state = output_keeper.read_state(directory) or {}
-    return {'data': _pack(data), 'kept': len(data),
+    return {'data': protocol.pack(data), 'kept': len(data),
             'bytes': state.get('bytes', len(data)),
             'dropped': state.get('dropped', 0),
             'finished': state.get('finished', False)}
@@ -95,7 +85,7 @@ def _read_result(root, path, budget):
         data = f.read(budget + 1)
     if len(data) > budget:
         return {'error': 'too large: grew past the results bound'}
-    return {'data': _pack(data), 'size': len(data),
+    return {'data': protocol.pack(data), 'size': len(data),
             'sha256': hashlib.sha256(data).hexdigest()}
 
 

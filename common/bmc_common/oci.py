@@ -53,6 +53,14 @@ def parse_signal(value):
     return number
 
 
+def signal_name(number):
+    """The name of a signal number (``SIGTERM``, ``SIGRTMIN+3``)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return 'SIGRTMIN+%d' % (number - int(signal.SIGRTMIN))
+
+
 _DURATION_RE = re.compile(r'^(-?\d+(?:\.\d+)?)\s*([smhd]?)$', re.I)
 _CLOCK_RE = re.compile(r'^(?:(\d+):)?(\d+):(\d{2})$')
 _SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400}

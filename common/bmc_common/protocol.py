@@ -22,6 +22,9 @@ It must stay importable with the standard library only: the agent ramdisk
 installs this package without the conductor's dependencies.
 """
 
+import base64
+import gzip
+
 # --- rootfs artifacts --------------------------------------------------------
 
 #: A read-only EROFS image, mounted from RAM with a tmpfs overlay on top.
@@ -138,6 +141,16 @@ args: ``results`` (absolute paths inside the container), ``max_bytes``
 "kept", "bytes", "dropped", "finished"}, "results": {path: {"data",
 "size", "sha256"} | {"error"}}}``; ``data`` is gzip then base64.
 """
+
+def pack(data):
+    """A ``data`` field of the collect step: gzip, then base64."""
+    return base64.b64encode(gzip.compress(data, 6)).decode('ascii')
+
+
+def unpack(text):
+    """The bytes of a ``data`` field of the collect step."""
+    return gzip.decompress(base64.b64decode(text))
+
 
 #: Where a container's own mounts are: files there are gone once it
 #: exited, so they cannot be results.

@@ -98,15 +98,9 @@ def push_demo_image_with(settings, repo, files, tag='1', links=None,
 
 def push_demo_image(settings, tag=DEMO_TAG):
     """Build and push the demo image; returns its reference by tag."""
-    with tempfile.TemporaryDirectory() as tmp:
-        build_demo_tree(tmp)
-        image = ociimage.build_image(
-            [ociimage.entries_from_dir(tmp)], cmd=['/demo.sh'],
-            env=['PATH=/bin', 'DEMO_MESSAGE=set by the image'],
-            workdir='/')
-    pusher = ociimage.Pusher(settings.registry_address)
-    pusher.push_image(DEMO_REPO, tag, image)
-    return '%s/%s:%s' % (settings.registry_address, DEMO_REPO, tag)
+    return push_demo_image_with(
+        settings, DEMO_REPO, {}, tag=tag,
+        env=['PATH=/bin', 'DEMO_MESSAGE=set by the image'], workdir='/')
 
 
 def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,

@@ -20,7 +20,6 @@ from ironic_python_agent import errors, hardware
 
 from ipa_hardware_manager import manager, rootfs, steps_tunables, workload
 from ipa_hardware_manager import rootfs_verity
-from ipa_hardware_manager import workload_output
 from bmc_common import protocol
 
 DIGEST = 'sha256:' + 'a' * 64
@@ -241,9 +240,9 @@ class WorkloadStepsTest(unittest.TestCase):
         self.sup.state_dir = tmp
         result = self.hwm.bmc_collect_output(
             NODE, [], results=['/out/r.txt', '/out/none'], max_bytes=100)
-        self.assertEqual(b'all of it\n', workload_output.unpack(
+        self.assertEqual(b'all of it\n', protocol.unpack(
             result['output']['data']))
-        self.assertEqual(b'42\n', workload_output.unpack(
+        self.assertEqual(b'42\n', protocol.unpack(
             result['results']['/out/r.txt']['data']))
         self.assertIn('no such file', result['results']['/out/none']['error'])
 

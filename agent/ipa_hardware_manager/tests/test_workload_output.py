@@ -22,6 +22,7 @@ import unittest
 
 from ipa_hardware_manager import output_keeper
 from ipa_hardware_manager import workload_output
+from bmc_common import protocol
 
 
 class KeeperTest(unittest.TestCase):
@@ -69,7 +70,7 @@ class KeeperTest(unittest.TestCase):
         self.assertEqual('der-newer', workload_output.tail(self.dir, 9))
         packed = workload_output.output(self.dir)
         self.assertEqual(b'older-newer',
-                         workload_output.unpack(packed['data']))
+                         protocol.unpack(packed['data']))
         self.assertEqual(11, packed['kept'])
 
 
@@ -89,7 +90,7 @@ class ResultsTest(unittest.TestCase):
     def test_files_with_their_digest(self):
         found = workload_output.results(self.root, ['/out/a.txt'], 1000)
         entry = found['/out/a.txt']
-        self.assertEqual(b'alpha\n', workload_output.unpack(entry['data']))
+        self.assertEqual(b'alpha\n', protocol.unpack(entry['data']))
         self.assertEqual(6, entry['size'])
         self.assertEqual(hashlib.sha256(b'alpha\n').hexdigest(),
                          entry['sha256'])
