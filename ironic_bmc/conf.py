@@ -188,6 +188,15 @@ opts = [
     cfg.StrOpt('report_dir', default='$state_path/container_reports',
                help='Directory holding run reports, one JSON file per '
                     'deploy, kept after the node is undeployed.'),
+    cfg.StrOpt('boot_http_log', default='',
+               help='Access log of the HTTP server that serves '
+                    '[deploy]http_root to the nodes, when the conductor '
+                    'can read it.  The report\'s boot section then splits '
+                    'firmware from the boot-file downloads.  Its lines '
+                    'are in the "combined" format (one-second '
+                    'resolution) or start with "$msec $request_time" '
+                    '(nginx: log_format ironic_bmc \'$msec $request_time '
+                    '$status $body_bytes_sent "$request"\').'),
 ]
 
 

@@ -19,7 +19,13 @@ IPA keeps the result of every command it ran: a status poll every 10 s
 is 60,000 results a week.  So, reaching the running agent through its
 ``deploy`` extension (as IPA's own extensions do):
 
+* :func:`prompt_heartbeats` (while deploying): IPA heartbeats after each
+  command ends, but its heartbeat thread wakes only every 5 s, so the
+  conductor learned of each step's end up to 5 s late; it now wakes every
+  second (the retry pace after a failed heartbeat stays as it was);
 * :func:`stop_heartbeats` stops the heartbeat thread;
+* :func:`heartbeat_now` sends one heartbeat when the workload ends on its
+  own, once the conductor said it accepts them again (``notify_exit``);
 * :func:`forget_status_results` drops the results of earlier status
   polls, which nobody reads again.
 """
@@ -43,6 +49,32 @@ def _agent():
         return None
 
 
+#: How often IPA's heartbeat thread wakes to see a heartbeat is due.
+PROMPT_INTERVAL = 1.0
+
+
+def prompt_heartbeats(agent=None):
+    """Make the heartbeat that follows a command's end prompt; whether
+    the agent's heartbeater could be reached."""
+    agent = agent or _agent()
+    heartbeater = getattr(agent, 'heartbeater', None)
+    if heartbeater is None or not hasattr(heartbeater,
+                                          'min_heartbeat_interval'):
+        return False
+    was = heartbeater.min_heartbeat_interval
+    if was <= PROMPT_INTERVAL:
+        return True
+    # A failed heartbeat is retried after min_heartbeat_interval x the
+    # error jitter: scaled back up, the retry pace does not change.
+    scale = was / PROMPT_INTERVAL
+    heartbeater.min_error_jitter_multiplier *= scale
+    heartbeater.max_error_jitter_multiplier *= scale
+    heartbeater.min_heartbeat_interval = PROMPT_INTERVAL
+    LOG.info('Heartbeats follow a command within %s s (was %s s)',
+             PROMPT_INTERVAL, was)
+    return True
+
+
 def stop_heartbeats():
     """Stop the agent's heartbeats; whether it had any to stop."""
     agent = _agent()
@@ -52,6 +84,18 @@ def stop_heartbeats():
     LOG.info('The workload runs and the conductor polls it: no more '
              'heartbeats')
     heartbeater.stop()
+    return True
+
+
+def heartbeat_now():
+    """One heartbeat, now, from the caller's thread (the heartbeat thread
+    is stopped); whether there was an agent to send it."""
+    agent = _agent()
+    heartbeater = getattr(agent, 'heartbeater', None)
+    if heartbeater is None:
+        return False
+    LOG.info('The workload ended: one heartbeat tells the conductor')
+    heartbeater.do_heartbeat()      # logs its own failure
     return True
 
 

@@ -28,6 +28,7 @@ from ironic_python_agent import errors, hardware
 from oslo_log import log
 
 from ipa_hardware_manager import agent_quiet
+from ipa_hardware_manager import boot_times as node_boot
 from ipa_hardware_manager import rootfs as staging
 from ipa_hardware_manager import rootfs_download
 from ipa_hardware_manager import rootfs_stream
@@ -136,6 +137,9 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         # Every machine can run a container; nothing to detect.  The level
         # only orders dispatch: this manager implements no inventory
         # method, so those still reach the generic manager.
+        # IPA asks this before its lookup: its heartbeater exists, and is
+        # made prompt for the deploy's steps.
+        agent_quiet.prompt_heartbeats()
         return hardware.HardwareSupport.SERVICE_PROVIDER
 
     @property
@@ -169,8 +173,10 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
     def bmc_stage_rootfs(self, node, ports, url=None, digest=None,
                          format=None, size=None,
                          rootfs=protocol.ROOTFS_RAMFS, measure_link=False,
-                         nfs=None, verity=None, stream=None, **kwargs):
+                         nfs=None, verity=None, stream=None,
+                         boot_times=False, **kwargs):
         """Download, verify and mount the rootfs (protocol step)."""
+        times = _boot_times(boot_times)
         if self.supervisor.status()['state'] == 'running':
             raise errors.DeploymentError(
                 '%s: a workload is running; stop it before staging a new '
@@ -189,6 +195,8 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                                              rootfs, nfs, verity, stream)
             if raw:
                 result['timings']['raw_transfer'] = raw[0]
+            if times:
+                result['boot_times'] = times
             return result
         except (staging.StagingError, rootfs_download.DownloadError) as exc:
             raise errors.DeploymentError(
@@ -206,25 +214,34 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
             if not staged:
                 raise workload.WorkloadError('no rootfs staged: run %s first'
                                              % protocol.STEP_STAGE_ROOTFS)
-            return self.supervisor.start(staged['root'], command, env=env,
-                                         workdir=workdir, user=user,
-                                         mode=mode, stop_signal=stop_signal,
-                                         walltime=walltime,
-                                         privileged=privileged,
-                                         rlimits=rlimits,
-                                         stop_grace=stop_grace,
-                                         output_max=output_max)
+            result = self.supervisor.start(
+                staged['root'], command, env=env, workdir=workdir,
+                user=user, mode=mode, stop_signal=stop_signal,
+                walltime=walltime, privileged=privileged, rlimits=rlimits,
+                stop_grace=stop_grace, output_max=output_max)
         except workload.WorkloadError as exc:
             problem = rootfs_verity.integrity_problem()
             raise errors.DeploymentError('%s: %s%s' % (
                 protocol.STEP_START_WORKLOAD, exc,
                 '; ' + problem if problem else '')) from exc
+        partitions = steps_tunables.partitions_at_start(
+            result.get('container_pid'))
+        if partitions:
+            result['partitions'] = partitions
+        return result
 
-    def bmc_workload_status(self, node, ports, **kwargs):
+    def bmc_workload_status(self, node, ports, notify_exit=False, **kwargs):
         """Report the workload state (protocol step); a workload that
-        failed on a corrupted rootfs block says so in ``integrity``."""
+        failed on a corrupted rootfs block says so in ``integrity``.
+
+        ``notify_exit``: the conductor accepts this agent's heartbeats
+        again; one is sent when the workload ends on its own, so that the
+        conductor need not wait for its next poll.
+        """
         # Each poll's result is read once, when it returns.
         agent_quiet.forget_status_results()
+        if notify_exit:
+            self.supervisor.exit_hook = agent_quiet.heartbeat_now
         status = self.supervisor.status()
         stream = rootfs_stream.progress(staging.BASE)
         if stream is not None:
@@ -291,10 +308,14 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
             self.supervisor.state_dir), 'results': found}
 
     def bmc_apply_tunables(self, node, ports, tunables=None, strict=False,
-                           **kwargs):
+                           boot_times=False, **kwargs):
         """Apply run-time tunables, verify boot-time ones (protocol step)."""
-        return steps_tunables.bmc_apply_tunables(node, ports, tunables,
-                                                 strict=strict)
+        times = _boot_times(boot_times)
+        result = steps_tunables.bmc_apply_tunables(node, ports, tunables,
+                                                   strict=strict)
+        if times:
+            result['boot_times'] = times
+        return result
 
     def bmc_noise_probe(self, node, ports, cpus=None, duration=None,
                         threshold_us=None, **kwargs):
@@ -306,6 +327,18 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         return steps_tunables.bmc_noise_probe(
             node, ports, cpus=cpus, duration=duration,
             threshold_us=threshold_us)
+
+
+def _boot_times(wanted):
+    """The node's boot marks when the conductor asks for them (with the
+    first in-band step it sends), read as the step begins."""
+    if not wanted:
+        return None
+    try:
+        return node_boot.collect()
+    except Exception:
+        LOG.exception('Could not read the boot times')
+        return None
 
 
 #: Alias for the name the design used first; the class name stays unique.

@@ -23,8 +23,10 @@ from ironic_python_agent import errors
 from oslo_log import log
 from oslo_utils import strutils
 
+from ipa_hardware_manager import nodeos
 from ipa_hardware_manager import noise
 from ipa_hardware_manager import tunables as applier
+from ipa_hardware_manager import tunables_base
 from bmc_common import protocol
 from bmc_common.tunables import profiles
 from bmc_common.tunables import schema
@@ -106,3 +108,20 @@ def bmc_noise_probe(node, ports, cpus=None, duration=None,
     result['started'] = round(started, 3)
     result['ended'] = round(time.time(), 3)
     return {'noise': result}
+
+
+def partitions_at_start(container_pid, state_dir=None):
+    """The NodeOS partitions read back once the workload runs: the
+    services' and the workload cgroup's effective CPUs, the container
+    init's affinity; None without a low-noise profile.  Never fails the
+    start: what cannot be read is said in the result."""
+    record = applier.load_state(state_dir or applier.STATE_DIR) or {}
+    if not record.get('workload_cpus') or not container_pid:
+        return None
+    try:
+        return nodeos.read_back(tunables_base.Host(),
+                                set(record['housekeeping_cpus']),
+                                set(record['workload_cpus']), container_pid)
+    except Exception as exc:
+        LOG.exception('Could not read the NodeOS partitions back')
+        return {'error': 'cannot read the partitions back: %s' % exc}

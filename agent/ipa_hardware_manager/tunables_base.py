@@ -38,6 +38,11 @@ def run_command(cmd):
     return proc.returncode, (proc.stderr or proc.stdout).strip()
 
 
+def no_command(cmd):
+    """What a fake root runs: nothing (never the test machine's tools)."""
+    return 127, '%s: no commands on a fake root' % cmd[0]
+
+
 class Host:
     """Files, commands and affinity of the machine under ``root``."""
 
@@ -45,7 +50,7 @@ class Host:
                  getaffinity=None, pid=None):
         self.root = root
         self.real = os.path.abspath(root) == '/'
-        self.run = run or run_command
+        self.run = run or (run_command if self.real else no_command)
         self.setaffinity = setaffinity or (
             os.sched_setaffinity if self.real else None)
         self.getaffinity = getaffinity or (
@@ -79,6 +84,16 @@ class Host:
         except OSError as exc:
             raise KnobError('writing %r to %s: %s' % (
                 str(value), self.show(rel), exc.strerror or exc)) from exc
+
+    def mkdir(self, rel):
+        """Create a directory (a cgroup); an existing one is fine."""
+        try:
+            os.mkdir(self.path(rel))
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise KnobError('creating %s: %s' % (
+                self.show(rel), exc.strerror or exc)) from exc
 
     def listdir(self, rel):
         try:

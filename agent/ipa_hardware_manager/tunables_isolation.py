@@ -20,13 +20,17 @@ What the agent really does, and reports:
 * ``/proc/irq/default_smp_affinity`` and every ``/proc/irq/<n>/
   smp_affinity_list`` it may change get the housekeeping CPUs (managed
   IRQs refuse: they are listed, not hidden);
-* unbound workqueues (``/sys/devices/virtual/workqueue/cpumask``).
+* unbound workqueues (``/sys/devices/virtual/workqueue/cpumask``);
+* the NodeOS partitions (:mod:`nodeos`): every service of the node on
+  the housekeeping CPUs (systemd's ``AllowedCPUs``), the workload's
+  cgroup owning the workload CPUs, both read back from the cgroup files.
 
 What it does not do, and says so: per-CPU kernel threads, timer ticks
 and RCU callbacks stay on the workload CPUs; only the boot-time knobs
 (``nohz_full``, ``rcu_nocbs``, ``isolcpus``) move those.
 """
 
+from ipa_hardware_manager import nodeos
 from ipa_hardware_manager.tunables_base import KnobError
 from ipa_hardware_manager.tunables_base import result
 from bmc_common.tunables import schema
@@ -110,6 +114,18 @@ class CpuPartition:
             ok = ok and now <= cpus
         return state, ok
 
+    @staticmethod
+    def _workload(parts, cpus, res):
+        """The workload's cgroup: what crun will put the container in."""
+        cgroup = parts.prepare_workload(cpus)
+        res['actual'] = dict(cgroup, cpus=schema.format_cpulist(cpus))
+        res['ok'] = cgroup['ok']
+        if cgroup.get('error'):
+            res['error'] = cgroup['error']
+        elif not cgroup.get('supported', True):
+            res['error'] = ('the workload CPUs cannot be given to a cgroup '
+                            'and read back: %s' % cgroup['reason'])
+
     def run(self, housekeeping, workload):
         online, hk, wl, absent = self._sets(housekeeping, workload)
         out = {}
@@ -125,12 +141,15 @@ class CpuPartition:
             hk_res['error'] = wl_res['error'] = error
         else:
             threads, threads_ok = self._threads(hk)
+            parts = nodeos.Partitions(self.host)
+            services = parts.confine_services(hk)
             default, default_err = self._mask_file(DEFAULT_AFFINITY, hk)
             workqueue, wq_err = self._mask_file(WORKQUEUE, hk)
             errors = [e for e in (default_err, wq_err) if e]
             hk_res['actual'] = {
                 'cpus': schema.format_cpulist(hk),
                 'agent_threads': threads,
+                'services': services,
                 'irqs': self._irqs(hk),
                 'default_smp_affinity': default,
                 'workqueue_cpumask': workqueue,
@@ -140,11 +159,12 @@ class CpuPartition:
             if not threads_ok:
                 errors.append('agent threads not confined to %s'
                               % schema.format_cpulist(hk))
+            if services.get('error'):
+                errors.append(services['error'])
             hk_res['ok'] = not errors
             if errors:
                 hk_res['error'] = '; '.join(errors)
-            wl_res['actual'] = schema.format_cpulist(wl)
-            wl_res['ok'] = True
+            self._workload(parts, wl, wl_res)
         if absent:
             note = 'CPUs %s are not online and not used' % (
                 schema.format_cpulist(absent))

@@ -135,6 +135,8 @@ class Supervisor:
         self.meter = None
         self.timer = None
         self.keeper = None
+        #: Called (no arguments) when the workload ends on its own.
+        self.exit_hook = None
         self.record = self._load()
         if self.record and self._running():
             self._arm_walltime()
@@ -307,7 +309,8 @@ class Supervisor:
                  '%d, gid %d, %s) in %s', mode, command, proc.pid,
                  container_pid, user_spec['uid'], user_spec['gid'],
                  'privileged' if privileged else 'confined', root)
-        return {'pid': proc.pid, 'started': round(started, 3)}
+        return {'pid': proc.pid, 'container_pid': container_pid,
+                'started': round(started, 3)}
 
     def _arm_walltime(self):
         deadline = (self.record or {}).get('deadline')
@@ -352,6 +355,20 @@ class Supervisor:
         if timer is not None:
             timer.cancel()
         LOG.info('Workload pid %d exited with %d', proc.pid, code)
+        self._tell_exit(record)
+
+    def _tell_exit(self, record):
+        """An exit nobody asked for (not a stop the conductor waits on):
+        let the conductor know now rather than at its next poll."""
+        hook = self.exit_hook
+        reason = (record.get('stop') or {}).get('reason')
+        if hook is None or reason in (protocol.STOP_REQUEST,
+                                      protocol.STOP_UNDEPLOY):
+            return
+        try:
+            hook()
+        except Exception:
+            LOG.exception('Could not tell the conductor of the exit')
 
     def status(self):
         with self.lock:

@@ -113,7 +113,9 @@ float}``.
 """
 
 STEP_WORKLOAD_STATUS = 'bmc_workload_status'
-"""Report the workload state; no args.
+"""Report the workload state.  Arg ``notify_exit`` (bool): the conductor
+accepts the agent's heartbeats again, and the agent sends one when the
+workload ends on its own (not on a requested stop).
 
 Returns ``{"state": "running"|"exited"|"absent", "exit_code": int|None,
 "output_tail": str, "stages": [...]}``; in ``stream`` mode also

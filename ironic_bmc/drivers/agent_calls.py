@@ -36,6 +36,28 @@ def forget(node):
     node.del_driver_internal_info(AGENT_KEY)
 
 
+def accept_heartbeats(task):
+    """Have Ironic accept the heartbeats of the agent next to a running
+    workload again: it forgets the agent's token when the deploy ends
+    (and after each service step).  Upgrades the lock when the token
+    must be put back.  Whether the agent's heartbeats are accepted now.
+    """
+    kept = (task.node.driver_internal_info.get(AGENT_KEY) or {}).get(
+        'agent_secret_token')
+    if not kept:
+        return False
+    if task.node.driver_internal_info.get('agent_secret_token') == kept:
+        return True
+    task.upgrade_lock()
+    node = task.node        # reloaded by the exclusive lock
+    if (node.driver_internal_info.get(AGENT_KEY) or {}).get(
+            'agent_secret_token') != kept:
+        return False        # another run by now
+    node.set_driver_internal_info('agent_secret_token', kept)
+    node.save()
+    return True
+
+
 def reachable(node):
     return bool((node.driver_internal_info.get(AGENT_KEY) or {})
                 .get('agent_url'))

@@ -48,6 +48,7 @@ from ironic_bmc import deploy_info
 from ironic_bmc import image_properties
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import boot_report
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import local_state
 from ironic_bmc.drivers import rootfs
@@ -66,6 +67,9 @@ LOG = log.getLogger(__name__)
 DEPLOY_KEY = step_hooks.DEPLOY_KEY
 
 TUNABLES_ARGSINFO = service_steps.TUNABLES_ARGSINFO
+#: The in-band steps that can be the first: the one sent first also
+#: reads the node's boot marks.
+BOOT_TIMES_STEPS = (protocol.STEP_APPLY_TUNABLES, protocol.STEP_STAGE_ROOTFS)
 #: Network interfaces that leave the agent reachable while the workload
 #: runs (no switch to a tenant network).
 SUPPORTED_NETWORKS = ('noop', 'flat')
@@ -234,7 +238,17 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                 % {'image': container.image, 'err': exc})
 
     def _execute_in_band(self, task, args):
-        step = dict(task.node.deploy_step, args=args)
+        node = task.node
+        info = node.driver_internal_info[DEPLOY_KEY]
+        if (boot_report.SENT_KEY not in info
+                and node.deploy_step.get('step') in BOOT_TIMES_STEPS):
+            # The first in-band step also reads the node's boot marks
+            # (the report's boot section); when it was sent places them.
+            args = dict(args, boot_times=True)
+            info[boot_report.SENT_KEY] = time.time()
+            node.set_driver_internal_info(DEPLOY_KEY, info)
+            node.save()
+        step = dict(node.deploy_step, args=args)
         return agent_base.execute_step(task, step, 'deploy')
 
     def _agent_up(self, task):
@@ -243,9 +257,12 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         report = run_report.get(node)
         if not any(s['name'] == protocol.STAGE_AGENT_UP
                    for s in report['stages']):
+            info = node.driver_internal_info[DEPLOY_KEY]
+            info[boot_report.HEARTBEAT_KEY] = boot_report.heartbeat_time(
+                node)
+            node.set_driver_internal_info(DEPLOY_KEY, info)
             run_report.add_stage(
-                node, report, protocol.STAGE_AGENT_UP,
-                node.driver_internal_info[DEPLOY_KEY]['powered_on'],
+                node, report, protocol.STAGE_AGENT_UP, info['powered_on'],
                 time.time())
             node.save()
 
@@ -326,6 +343,9 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             LOG.warning('The agent of node %(node)s goes on heartbeating '
                         '(the conductor refuses each heartbeat): %(err)s',
                         {'node': node.uuid, 'err': exc})
+        else:
+            workload_watch.arm_soon(task.context, node.uuid,
+                                    run_report.get(node)['deploy_id'])
 
     # --- watching the workload -------------------------------------------
 
@@ -361,6 +381,25 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                 and rootfs_build.orphaned(task.node)
                 and rootfs_build.builder_gone(task)):
             rootfs_build.restart(task)
+
+    def heartbeat(self, task, callback_url, agent_version, *args,
+                  **kwargs):
+        """A heartbeat; from the agent next to a running workload, it
+        means the workload ended (see workload_watch): look now."""
+        node = task.node
+        if node.provision_state == states.ACTIVE and run_report.get(node):
+            if workload_watch.watched(node):
+                LOG.info('The agent of node %s heartbeats: its workload '
+                         'ended; reading it now', node.uuid)
+                workload_watch.check(task)
+            else:
+                LOG.debug('Heartbeat from node %(node)s, whose workload is '
+                          'not watched (run %(state)s); nothing to do',
+                          {'node': node.uuid, 'state': run_report.get(
+                              node).get('state')})
+            return
+        return super().heartbeat(task, callback_url, agent_version, *args,
+                                 **kwargs)
 
     # --- tear down (see run_close) -----------------------------------------
 

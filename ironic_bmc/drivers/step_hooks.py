@@ -8,9 +8,12 @@ staging timings) as each in-band step of a container deploy succeeds.
 
 import time
 
+from ironic.conf import CONF
 from ironic.drivers.modules import agent_base
 
 from bmc_common import protocol
+from ironic_bmc.drivers import boot_http_log
+from ironic_bmc.drivers import boot_report
 from ironic_bmc.drivers import stream_report
 from ironic_bmc import report as run_report
 
@@ -26,7 +29,27 @@ def _result(task, command):
     for stage in result.get('stages', []):
         run_report.add_stage(node, report, stage['name'], stage['start'],
                              stage['end'])
+    if result.get('boot_times') and 'boot' not in report:
+        _boot(node, report, result['boot_times'])
     return node, report, result
+
+
+def _boot(node, report, times):
+    info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+    agent_up = next((s for s in report['stages']
+                     if s['name'] == protocol.STAGE_AGENT_UP), None)
+    sent = info.get(boot_report.SENT_KEY)
+    if not agent_up or not sent:
+        return
+    boot = boot_report.breakdown(
+        agent_up['start'], agent_up['end'], sent, times,
+        first_heartbeat=info.get(boot_report.HEARTBEAT_KEY))
+    kernel_start = (boot.get('marks') or {}).get('kernel_start')
+    if CONF.container.boot_http_log and kernel_start:
+        boot['http'] = boot_http_log.split(
+            CONF.container.boot_http_log, node.uuid, agent_up['start'],
+            kernel_start)
+    run_report.update(node, report, boot=boot)
 
 
 @agent_base.post_deploy_step_hook(interface='deploy',
@@ -78,4 +101,31 @@ def after_start_workload(task, command):
     begin = stages.get(protocol.STAGE_ROOTFS_STAGED, {}).get('end', started)
     run_report.add_stage(node, report, protocol.STAGE_WORKLOAD_STARTED,
                          begin, started)
+    partitions = result.get('partitions')
+    if partitions:
+        run_report.update(node, report, tunables=with_partitions(
+            report.get('tunables') or {}, partitions))
     node.save()
+
+
+def with_partitions(tunables, partitions):
+    """The tunables section with the NodeOS partitions as the agent read
+    them back once the workload ran: each partition knob gains
+    ``at_start``, and is ``ok`` only if it still held then."""
+    out = dict(tunables)
+    if partitions.get('error'):
+        for name in ('housekeeping_cpus', 'workload_cpus'):
+            if name in out:
+                out[name] = dict(out[name], at_start=partitions)
+        return out
+    for name, back in partitions.items():
+        if name not in out or not isinstance(back, dict):
+            continue
+        knob = dict(out[name], at_start=back)
+        if not back.get('ok'):
+            knob['ok'] = False
+            knob['error'] = '; '.join(e for e in (
+                knob.get('error'), 'at the start: %s' % back.get(
+                    'error', 'not read back')) if e)
+        out[name] = knob
+    return out

@@ -12,8 +12,9 @@
 
 """Watching a running workload through the agent next to it.
 
-Every ``[container]workload_poll_interval`` seconds the conductor asks the
-agent for the workload's state (with a shared lock):
+Every ``[container]workload_poll_interval`` seconds, and when the agent
+heartbeats because the workload ended, the conductor asks the agent for
+the workload's state (with a shared lock):
 
 * ``running``: nothing to do;
 * ``exited``: the exit is recorded (a job's run ends, see
@@ -30,11 +31,13 @@ and draws no power for a run nobody watches.  It stays ACTIVE until it is
 undeployed, like a finished job.
 """
 
+import threading
 import time
 
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.common import states
+from ironic.conductor import task_manager
 from ironic.conductor import utils as manager_utils
 from oslo_log import log
 
@@ -53,17 +56,74 @@ LOG = log.getLogger(__name__)
 _unanswered = {}
 
 
-def _status(task):
-    return agent_calls.call(task, protocol.STEP_WORKLOAD_STATUS, timeout=30)
+def _status(task, notify_exit=False):
+    return agent_calls.call(task, protocol.STEP_WORKLOAD_STATUS,
+                            args={'notify_exit': True} if notify_exit
+                            else None, timeout=30)
+
+
+def watched(node):
+    """Whether the node's workload is watched (the periodic's filter)."""
+    return (node.provision_state == states.ACTIVE and not node.maintenance
+            and (run_report.get(node) or {}).get('state') == 'running')
+
+
+#: How long after the deploy's last step the first check may wait for
+#: the deploy to end (Ironic's own bookkeeping after the last step).
+ARM_WITHIN = 60
+ARM_PACE = 0.25
+
+
+def arm_soon(context, node_uuid, deploy_id):
+    """Run the first check as soon as the deploy has ended, from a
+    thread of its own: it puts the agent's token back and tells the agent
+    to heartbeat at its workload's end, so that a short job need not wait
+    for the first poll either."""
+    thread = threading.Thread(target=_first_check,
+                              args=(context, node_uuid, deploy_id),
+                              name='bmc-first-check-%s' % node_uuid,
+                              daemon=True)
+    thread.start()
+    return thread
+
+
+def _first_check(context, node_uuid, deploy_id):
+    deadline = time.monotonic() + ARM_WITHIN
+    while time.monotonic() < deadline:
+        time.sleep(ARM_PACE)
+        try:
+            with task_manager.acquire(context, node_uuid, shared=True,
+                                      purpose='first container workload '
+                                              'check') as task:
+                node = task.node
+                if node.provision_state in (states.DEPLOYING,
+                                            states.DEPLOYWAIT):
+                    continue    # Ironic is ending the deploy
+                if (watched(node) and run_report.get(node)['deploy_id']
+                        == deploy_id):
+                    check(task)
+                return
+        except Exception:
+            LOG.exception('The first check of the workload of node %s '
+                          'failed; the periodic one follows', node_uuid)
+            return
 
 
 def check(task):
-    """One poll of a running node's workload (shared lock held)."""
+    """One poll of a running node's workload (shared lock held).
+
+    The agent is told that its heartbeats are accepted again: it sends
+    one when the workload ends on its own, and :func:`check` runs then
+    (see ContainerDeploy.heartbeat), not only every poll interval.
+    """
+    notify_exit = agent_calls.accept_heartbeats(task)
     node = task.node
+    if not watched(node):
+        return
     deploy_id = run_report.get(node)['deploy_id']
     key = (node.uuid, deploy_id)
     try:
-        status = _status(task)
+        status = _status(task, notify_exit=notify_exit)
     except exception.IronicException as exc:
         first, _last = _unanswered.get(key, (time.monotonic(), None))
         _unanswered[key] = (first, str(exc))

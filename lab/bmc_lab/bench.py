@@ -245,7 +245,32 @@ def summarize(report, t_ready, nfiles, nbytes, direct, disk_size):
             t_ready / direct['workload_started_s'], 2),
         'workload_exit_code': report.get('workload_exit_code'),
     }
+    result['t_ready_s'] = result['t_ready_container_s']
+    exited = _stage(report, protocol.STAGE_WORKLOAD_EXITED)
+    off = _stage(report, protocol.STAGE_POWERED_OFF)
+    # The exit as the agent timed it (the node's clock), the power-off as
+    # the conductor did.
+    result['exit_to_poweroff_s'] = (round(off['start'] - exited['end'], 2)
+                                    if exited and off else None)
+    boot = report.get('boot') or {}
+    result['agent_up_s'] = boot.get('agent_up_s', result['stages'].get(
+        protocol.STAGE_AGENT_UP))
+    result['boot_phases'] = boot.get('phases')
+    result['initramfs_mb'] = (round(boot['initramfs_bytes'] / 1e6, 1)
+                              if boot.get('initramfs_bytes') else None)
     return result
+
+
+def _boot_rows(result):
+    """Where agent-up went (the report's boot section)."""
+    rows = [('agent-up (power-on -> first step)', '%s s'
+             % result.get('agent_up_s'))]
+    for phase, secs in (result.get('boot_phases') or {}).items():
+        rows.append(('  %s' % phase.replace('_s', '').replace('_', ' '),
+                     'not measured' if secs is None else '%.2f s' % secs))
+    if result.get('initramfs_mb'):
+        rows.append(('  initramfs size', '%.1f MB' % result['initramfs_mb']))
+    return rows
 
 
 def format_table(result):
@@ -259,6 +284,9 @@ def format_table(result):
     ]
     for name, secs in result['stages'].items():
         rows.append(('  stage %s' % name, '%.2f s' % secs))
+    rows += _boot_rows(result)
+    rows.append(('job exit -> power-off start', '%s s'
+                 % result['exit_to_poweroff_s']))
     rows += [
         ('rootfs staging (download+verify+mount)',
          '%.3f s' % result['staging_s']),

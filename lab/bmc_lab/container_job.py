@@ -209,6 +209,12 @@ def format_report(report):
             line += '; %.1f MB in the bounded cache' % (
                 stream['bytes_cached'] / 1e6)
         lines.append('%-20s %s' % ('stream', line))
+    boot = report.get('boot') or {}
+    if boot.get('phases'):
+        lines.append('%-20s %s s: %s' % (
+            'boot', boot.get('agent_up_s'), ', '.join(
+                '%s %s' % (phase[:-2], 'n/a' if secs is None else secs)
+                for phase, secs in boot['phases'].items())))
     stages = report.get('stages') or []
     if stages:
         t0 = min(s['start'] for s in stages)

@@ -102,6 +102,9 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
         'container': {
             'image_cache_dir': settings.path('ironic', 'container_cache'),
             'report_dir': settings.path('reports'),
+            # The boot section splits firmware from the boot-file
+            # downloads (the lab's nginx logs $msec $request_time).
+            'boot_http_log': settings.log('nginx-access.log'),
             # Every registry on loopback (the lab's, and the tests' own).
             'insecure_registries': '127.0.0.1',
             'default_kernel_modules': 'file://' + settings.path(

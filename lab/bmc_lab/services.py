@@ -193,7 +193,10 @@ events {{ worker_connections 512; }}
 http {{
     include /etc/nginx/mime.types;
     default_type application/octet-stream;
-    access_log {logs}/nginx-access.log;
+    # Millisecond ends and durations: what [container]boot_http_log reads.
+    log_format ironic_bmc '$msec $request_time $status $body_bytes_sent '
+                          '"$request" "$http_user_agent"';
+    access_log {logs}/nginx-access.log ironic_bmc;
     client_body_temp_path {run}/nginx-body;
     proxy_temp_path {run}/nginx-proxy;
     fastcgi_temp_path {run}/nginx-fastcgi;

@@ -40,6 +40,22 @@ FILES = {
     'sys/class/net/eth0/device/vendor': '0x1af4',
     'sys/class/net/lo/queues/rx-0/rps_cpus': '0',
 }
+# cgroup v2 with systemd: the root cgroup and the units of the services.
+CG = 'sys/fs/cgroup'
+FILES.update({
+    'run/systemd/system/.keep': '',
+    CG + '/cgroup.controllers': 'cpuset cpu io memory hugetlb pids',
+    CG + '/cgroup.subtree_control': 'cpu memory pids',
+    CG + '/cpuset.cpus.effective': '0-3',
+    CG + '/cpuset.mems.effective': '0',
+})
+SERVICE_UNITS = ('init.scope', 'system.slice', 'user.slice')
+for _unit in SERVICE_UNITS:
+    FILES[CG + '/%s/cpuset.cpus' % _unit] = ''
+    FILES[CG + '/%s/cpuset.cpus.effective' % _unit] = '0-3'
+    FILES[CG + '/%s/cpuset.mems' % _unit] = ''
+    FILES[CG + '/%s/cpuset.mems.effective' % _unit] = '0'
+FILES[CG + '/system.slice/memory.current'] = '41943040'
 for _cpu in range(4):
     FILES['%s/cpu%d/cpufreq/scaling_governor' % (CPU, _cpu)] = 'schedutil'
     FILES['%s/cpu%d/cpufreq/scaling_available_governors' % (CPU, _cpu)] = (
@@ -77,11 +93,53 @@ class FakeHost(tunables_base.Host):
     fn(value) -> text} what the kernel shows after a write.
     """
 
-    def __init__(self, root, refuse=None, hooks=None, **kwargs):
+    def __init__(self, root, refuse=None, hooks=None, partition=None,
+                 systemctl=None, **kwargs):
+        kwargs.setdefault('run', self._run)
         super().__init__(root, **kwargs)
         self.refuse = dict(refuse or {})
         self.hooks = dict(hooks or {})
         self.writes = []
+        self.commands = []
+        #: What the kernel makes of ``cpuset.cpus.partition = root``.
+        self.partition = partition or 'root'
+        #: (exit code, output) of systemctl; None: it works.
+        self.systemctl = systemctl
+
+    def _run(self, cmd):
+        """systemctl set-property AllowedCPUs=, as systemd does it."""
+        self.commands.append(list(cmd))
+        if cmd[0] != 'systemctl':
+            return 127, '%s: not found' % cmd[0]
+        if self.systemctl:
+            return self.systemctl
+        unit = cmd[4]
+        for arg in cmd[5:]:
+            if '=' not in arg:
+                return 1, 'Not an assignment: %s' % arg
+            if arg.startswith('AllowedCPUs='):
+                self.write('%s/%s/cpuset.cpus' % (CG, unit),
+                           arg.split('=', 1)[1])
+        return 0, ''
+
+    def mkdir(self, rel):
+        super().mkdir(rel)
+        if rel.startswith(CG + '/'):
+            for name, text in (('cpuset.cpus', ''), ('cpuset.mems', ''),
+                               ('cpuset.cpus.partition', 'member')):
+                with open(self.path(rel + '/' + name), 'w') as f:
+                    f.write(text + '\n')
+            self._effective(rel)
+
+    def _effective(self, cgroup):
+        """cpuset.*.effective of a cgroup: its own sets, or its parent's."""
+        for kind in ('cpus', 'mems'):
+            own = read(self.root, '%s/cpuset.%s' % (cgroup, kind))
+            value = own or read(self.root, '%s/cpuset.%s.effective'
+                                % (CG, kind))
+            with open(self.path('%s/cpuset.%s.effective' % (cgroup, kind)),
+                      'w') as f:
+                f.write(value + '\n')
 
     def write(self, rel, value):
         rel = rel.lstrip('/')
@@ -97,6 +155,12 @@ class FakeHost(tunables_base.Host):
                 f.write(self.hooks[rel](str(value)) + '\n')
         if rel.endswith('/online') and rel.startswith(CPU + '/cpu'):
             self._hotplug(rel, str(value))
+        if rel.startswith(CG + '/') and rel.rsplit('/', 1)[-1] in (
+                'cpuset.cpus', 'cpuset.mems'):
+            self._effective(rel.rsplit('/', 1)[0])
+        if rel.endswith('/cpuset.cpus.partition') and value == 'root':
+            with open(self.path(rel), 'w') as f:
+                f.write(self.partition + '\n')
 
     def _hotplug(self, rel, value):
         cpu = int(rel.split('/')[-2][3:])

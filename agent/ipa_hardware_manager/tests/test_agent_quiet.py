@@ -63,9 +63,66 @@ class QuietTest(unittest.TestCase):
         self.assertFalse(heartbeater.is_alive())
         self.assertFalse(agent_quiet.stop_heartbeats())
 
+    def test_prompt_heartbeat_after_a_command(self):
+        heartbeater = ipa_agent.IronicPythonAgentHeartbeater(self.agent)
+        self.agent.heartbeater = heartbeater
+        # As IPA asks the managers before its lookup, before the thread.
+        manager.BmcContainerHardwareManager().evaluate_hardware_support()
+        self.assertEqual(1.0, heartbeater.min_heartbeat_interval)
+        # A failed heartbeat is retried as before: 5-10 s.
+        self.assertEqual((5.0, 10.0), (
+            heartbeater.min_heartbeat_interval
+            * heartbeater.min_error_jitter_multiplier,
+            heartbeater.min_heartbeat_interval
+            * heartbeater.max_error_jitter_multiplier))
+        # IPA's class keeps its own values.
+        self.assertEqual(5, ipa_agent.IronicPythonAgentHeartbeater
+                         .min_heartbeat_interval)
+        beats = []
+        heartbeater.do_heartbeat = mock.Mock(side_effect=lambda: (
+            beats.append(time.monotonic()),
+            setattr(heartbeater, 'previous_heartbeat', time.time()),
+            setattr(heartbeater, 'heartbeat_forced', False),
+            setattr(heartbeater, 'interval', 3600)))
+        heartbeater.start()
+        self.addCleanup(heartbeater.stop)
+        deadline = time.monotonic() + 10
+        while not beats:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.01)
+        # A command ends (IPA forces a heartbeat) 0.5 s later: the thread,
+        # waking every second, sends it within 1.5 s; IPA's own pace would
+        # wait until 5 s after the last heartbeat (4.5 s).
+        time.sleep(0.5)
+        forced = time.monotonic()
+        heartbeater.force_heartbeat()
+        while len(beats) < 2:
+            self.assertLess(time.monotonic(), forced + 6)
+            time.sleep(0.01)
+        self.assertLess(beats[1] - forced, 3.0)
+        # Asked again (a second manager instance): unchanged.
+        self.assertTrue(agent_quiet.prompt_heartbeats())
+        self.assertEqual(5.0, heartbeater.min_error_jitter_multiplier)
+
+    def test_exit_told_by_one_heartbeat(self):
+        heartbeater = ipa_agent.IronicPythonAgentHeartbeater(self.agent)
+        heartbeater.do_heartbeat = mock.Mock()
+        self.agent.heartbeater = heartbeater
+        hwm = manager.BmcContainerHardwareManager()
+        hwm._supervisor = mock.Mock(exit_hook=None)
+        hwm._supervisor.status.return_value = {'state': 'running'}
+        hwm.bmc_workload_status({}, [])
+        self.assertIsNone(hwm._supervisor.exit_hook)
+        hwm.bmc_workload_status({}, [], notify_exit=True)
+        self.assertIs(agent_quiet.heartbeat_now, hwm._supervisor.exit_hook)
+        self.assertTrue(hwm._supervisor.exit_hook())
+        heartbeater.do_heartbeat.assert_called_once_with()
+
     def test_outside_ipa_nothing_to_do(self):
         self.get_extension.side_effect = Exception('not initialized')
         self.assertFalse(agent_quiet.stop_heartbeats())
+        self.assertFalse(agent_quiet.prompt_heartbeats())
+        self.assertFalse(agent_quiet.heartbeat_now())
         self.assertEqual(0, agent_quiet.forget_status_results())
 
     def test_only_finished_status_results_forgotten(self):

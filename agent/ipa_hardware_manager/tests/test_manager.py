@@ -10,6 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import json
 import os
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ from ironic_python_agent import errors, hardware
 
 from ipa_hardware_manager import manager, rootfs, steps_tunables, workload
 from ipa_hardware_manager import rootfs_verity
+from ipa_hardware_manager import tunables
 from bmc_common import protocol
 
 DIGEST = 'sha256:' + 'a' * 64
@@ -170,6 +172,37 @@ class WorkloadStepsTest(unittest.TestCase):
             workdir='/data', user='redis', mode='service',
             stop_signal='SIGINT', walltime=60, privileged=False,
             rlimits={'nofile': 10}, stop_grace=3, output_max=140000)
+
+    @mock.patch.object(steps_tunables.nodeos, 'read_back', autospec=True)
+    @mock.patch.object(rootfs, 'load', autospec=True)
+    def test_start_reads_the_partitions_back(self, mock_load, mock_back):
+        mock_load.return_value = {'root': '/r'}
+        self.sup.start.return_value = {'pid': 42, 'container_pid': 43,
+                                       'started': 1.0}
+        mock_back.return_value = {'workload_cpus': {'ok': True}}
+        with tempfile.TemporaryDirectory() as state:
+            with open(os.path.join(state, tunables.STATE_FILE), 'w') as f:
+                json.dump({'housekeeping_cpus': [0],
+                           'workload_cpus': [1, 2]}, f)
+            with mock.patch.object(tunables, 'STATE_DIR', state):
+                result = self.hwm.bmc_start_workload(NODE, [],
+                                                     command=['true'])
+        self.assertEqual({'workload_cpus': {'ok': True}},
+                         result['partitions'])
+        self.assertEqual(({0}, {1, 2}, 43), mock_back.call_args[0][1:])
+
+    @mock.patch.object(steps_tunables.nodeos, 'read_back', autospec=True,
+                       side_effect=RuntimeError('boom'))
+    def test_partitions_read_back_never_fails_the_start(self, mock_back):
+        with tempfile.TemporaryDirectory() as state:
+            with open(os.path.join(state, tunables.STATE_FILE), 'w') as f:
+                json.dump({'housekeeping_cpus': [0],
+                           'workload_cpus': [1]}, f)
+            self.assertEqual(
+                {'error': 'cannot read the partitions back: boom'},
+                steps_tunables.partitions_at_start(43, state_dir=state))
+            self.assertIsNone(steps_tunables.partitions_at_start(
+                None, state_dir=state))
 
     @mock.patch.object(rootfs, 'load', autospec=True, return_value=None)
     def test_start_without_rootfs(self, mock_load):

@@ -388,10 +388,110 @@ def test_low_noise_partition(root, tmp_path):
     assert fakesys.read(root, 'proc/irq/default_smp_affinity') == '00000001'
     assert fakesys.read(root, 'proc/irq/24/smp_affinity_list') == '0'
     assert hk['actual']['workqueue_cpumask'] == '0'
-    assert wl['ok'] and wl['actual'] == '1-3'
+    # The NodeOS partitions, read back from the cgroup files.
+    assert host.commands == [
+        ['systemctl', 'set-property', '--runtime', '--', unit,
+         'AllowedCPUs=0']
+        for unit in ('init.scope', 'system.slice', 'user.slice')]
+    assert hk['actual']['services'] == {
+        'cpus_effective': {'init.scope': '0', 'system.slice': '0',
+                           'user.slice': '0'},
+        'ok': True, 'memory_current': 41943040}
+    assert wl['ok'], wl
+    assert wl['actual'] == {'cpus': '1-3', 'cgroup': '/bmc-workload',
+                            'cpus_effective': '1-3', 'mems_effective': '0',
+                            'partition': 'root', 'exclusive': True,
+                            'ok': True}
+    assert fakesys.read(root, CG + '/bmc-workload/cpuset.mems') == '0'
+    assert (CG + '/cgroup.subtree_control', '+cpuset') in host.writes
     kwargs['setaffinity'].assert_any_call(4243, {0})
     assert tunables.workload_cpus(state) == {1, 2, 3}
     assert tunables.load_state(state)['results']['workload_cpus']['ok']
+
+
+CG = fakesys.CG
+
+
+def _low_noise(root, **host_kwargs):
+    kwargs = dict(_affinity(root), **host_kwargs)
+    results, host = apply(root, {'housekeeping_cpus': '0',
+                                 'workload_cpus': '1-N'}, **kwargs)
+    return results['housekeeping_cpus'], results['workload_cpus'], host
+
+
+def test_partition_services_not_confined(root):
+    # systemd accepted the property but a unit kept every CPU.
+    hk, wl, _ = _low_noise(root, systemctl=(0, ''), refuse={})
+    assert hk['ok'] is False
+    assert hk['error'] == ('init.scope, system.slice, user.slice not '
+                           'confined to CPUs 0')
+    assert hk['actual']['services']['cpus_effective']['system.slice'] == \
+        '0-3'
+    assert wl['ok']
+
+
+def test_partition_systemctl_fails(root):
+    hk, _, _ = _low_noise(root, systemctl=(1, 'Unknown assignment'))
+    assert hk['ok'] is False
+    assert ('systemctl set-property system.slice AllowedCPUs=0: Unknown '
+            'assignment' in hk['error'])
+
+
+def test_partition_root_refused_by_the_kernel(root):
+    hk, wl, host = _low_noise(root, partition=(
+        'root invalid (Cpu list in cpuset.cpus not exclusive)'))
+    # Still the workload's CPUs, only not exclusive: said, not failed.
+    assert wl['ok'] and hk['ok']
+    assert wl['actual']['exclusive'] is False
+    assert wl['actual']['partition'] == 'member'
+    assert 'not exclusive' in wl['actual']['partition_error']
+
+
+def test_partition_workload_cgroup_refused(root):
+    _, wl, _ = _low_noise(root, refuse={CG + '/bmc-workload/cpuset.cpus':
+                                        fakesys.EINVAL})
+    assert wl['ok'] is False
+    assert wl['error'].startswith('the workload cgroup /bmc-workload: '
+                                  "writing '1-3' to /sys/fs/cgroup/")
+
+
+def test_partition_without_systemd(tmp_path):
+    root = fakesys.make(str(tmp_path), drop=('run/systemd',))
+    hk, wl, host = _low_noise(root)
+    assert host.commands == []
+    assert hk['actual']['services'] == {
+        'supported': False, 'ok': False,
+        'reason': 'systemd does not run here: the services cannot be '
+                  'confined (only the agent is)'}
+    assert hk['ok'] and wl['ok']
+
+
+def test_partition_without_cgroup2(tmp_path):
+    root = fakesys.make(str(tmp_path), drop=(CG,))
+    hk, wl, _ = _low_noise(root)
+    assert hk['actual']['services']['supported'] is False
+    assert wl['ok'] is False
+    assert wl['error'] == (
+        'the workload CPUs cannot be given to a cgroup and read back: '
+        '/sys/fs/cgroup is not a cgroup v2 (unified) hierarchy')
+
+
+def test_partitions_read_back_while_running(root):
+    from ipa_hardware_manager import nodeos
+    _, _, host = _low_noise(root)
+    affinity = {'cpus': {1, 2, 3}}
+    host.getaffinity = lambda pid: affinity['cpus']
+    back = nodeos.read_back(host, {0}, {1, 2, 3}, pid=77)
+    assert back['housekeeping_cpus']['ok']
+    assert back['workload_cpus'] == {
+        'cgroup': '/bmc-workload', 'cpus_effective': '1-3',
+        'mems_effective': '0', 'partition': 'root', 'affinity': '1-3',
+        'ok': True}
+    affinity['cpus'] = {0, 1, 2, 3}
+    back = nodeos.read_back(host, {0}, {1, 2, 3}, pid=77)
+    assert back['workload_cpus']['ok'] is False
+    assert back['workload_cpus']['error'] == (
+        'the workload should own CPUs 1-3: its init runs on CPUs 0-3')
 
 
 def test_partition_workload_derived(root):

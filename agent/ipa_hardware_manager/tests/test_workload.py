@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import tempfile
+import threading
 import time
 import unittest
 from unittest import mock
@@ -136,6 +137,37 @@ class SupervisorTest(unittest.TestCase):
         run = self._calls()[-1].split()
         self.assertEqual(['run', '--no-pivot', '--bundle'], run[:3])
         self.assertEqual(workload.CONTAINER_ID, run[-1])
+
+    def _hooked(self):
+        told = threading.Event()
+        self.sup.exit_hook = told.set
+        return told
+
+    def test_an_exit_of_its_own_is_told(self):
+        told = self._hooked()
+        self.sup.start('/', ['sh', '-c', 'exit 0'])
+        self.assertTrue(told.wait(10))
+
+    def test_a_walltime_end_is_told(self):
+        told = self._hooked()
+        self.sup.start('/', ['sh', '-c', 'sleep 30'], walltime='0.3',
+                       stop_grace=0.5)
+        self.assertTrue(told.wait(15))
+
+    def test_a_requested_stop_is_not_told(self):
+        told = self._hooked()
+        self.sup.start('/', ['sh', '-c', 'echo ready; exec sleep 30'])
+        _wait_output(self.sup, 'ready')
+        self.sup.stop(grace=2, reason=protocol.STOP_UNDEPLOY)
+        self.sup.watcher.join(10)
+        self.assertFalse(told.is_set())
+
+    def test_a_failing_hook_changes_nothing(self):
+        self.sup.exit_hook = mock.Mock(side_effect=RuntimeError('no API'))
+        self.sup.start('/', ['sh', '-c', 'exit 4'])
+        self.assertEqual(4, _wait_exit(self.sup)['exit_code'])
+        self.sup.watcher.join(10)
+        self.sup.exit_hook.assert_called_once_with()
 
     def test_stale_container_deleted_first(self):
         self.sup.start('/', ['true'])

@@ -425,10 +425,20 @@ class InBandStepsTestCase(ContainerDeployTestCase):
                              task.driver.deploy.bmc_stage_rootfs(task))
             step = mock_execute.call_args[0][1]
             self.assertEqual('bmc_stage_rootfs', step['step'])
-            self.assertEqual({'url': 'u', 'digest': 'd'}, step['args'])
+            # The first in-band step also reads the node's boot marks.
+            self.assertEqual({'url': 'u', 'digest': 'd', 'boot_times': True},
+                             step['args'])
             stages = run_report.get(task.node)['stages']
             self.assertEqual('agent-up', stages[0]['name'])
             self.assertEqual(1.0, stages[0]['start'])
+            info = task.node.driver_internal_info['bmc_deploy']
+            self.assertGreaterEqual(info['boot_times_sent'],
+                                    stages[0]['end'])
+            self.assertIsNone(info['first_heartbeat'])
+            # Once only.
+            task.driver.deploy.bmc_stage_rootfs(task)
+            self.assertNotIn('boot_times', mock_execute.call_args[0][1][
+                'args'])
 
     @mock.patch.object(agent_base, 'execute_step', autospec=True)
     def test_artifact_unpublished_once_staged(self, mock_execute):
@@ -481,24 +491,35 @@ class RecordStartTestCase(ContainerDeployTestCase):
         self.node.set_driver_internal_info('agent_url', 'http://10.0.2.15:1')
         self.node.save()
 
+    @mock.patch.object(container_deploy.workload_watch, 'arm_soon',
+                       autospec=True)
     @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
-    def test_agent_quieted_once_the_run_starts(self, mock_call):
+    def test_agent_quieted_once_the_run_starts(self, mock_call, mock_arm):
         self._deploying()
         mock_call.return_value = {'heartbeats': 'stopped'}
         with task_manager.acquire(self.context, self.node.uuid) as task:
             task.driver.deploy.bmc_record_start(task)
-            self.assertEqual('running', run_report.get(task.node)['state'])
+            report = run_report.get(task.node)
+            self.assertEqual('running', report['state'])
             self.assertTrue(agent_calls.reachable(task.node))
         mock_call.assert_called_once_with(mock.ANY, 'bmc_quiet_agent',
                                           timeout=30)
+        # The first check follows the deploy's end, not the first poll.
+        mock_arm.assert_called_once_with(mock.ANY, self.node.uuid,
+                                         report['deploy_id'])
 
+    @mock.patch.object(container_deploy.workload_watch, 'arm_soon',
+                       autospec=True)
     @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
-    def test_an_agent_that_cannot_be_quieted_is_no_failure(self, mock_call):
+    def test_an_agent_that_cannot_be_quieted_is_no_failure(self, mock_call,
+                                                           mock_arm):
         self._deploying()
         mock_call.side_effect = exception.IronicException('old agent')
         with task_manager.acquire(self.context, self.node.uuid) as task:
             task.driver.deploy.bmc_record_start(task)
             self.assertEqual('running', run_report.get(task.node)['state'])
+        # It heartbeats anyway: nothing to arm.
+        mock_arm.assert_not_called()
 
 
 class WatchTestCase(ContainerDeployTestCase):
@@ -786,7 +807,7 @@ class WatcherRaceTestCase(ContainerDeployTestCase):
         self.node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
         self.node.save()
 
-        def undeployed_meanwhile(task):
+        def undeployed_meanwhile(task, notify_exit=False):
             # Another request takes the node while the agent is asked.
             other = objects.Node.get_by_uuid(self.context, self.node.uuid)
             other.provision_state = states.DELETING
@@ -1030,7 +1051,8 @@ class TunablesTestCase(ContainerDeployTestCase):
             with mock.patch.object(container_deploy.service_steps,
                                    'noise_probe', autospec=True):
                 task.driver.deploy.bmc_apply_tunables(task)
-        self.assertEqual({'tunables': {'thp': 'never'}, 'strict': True},
+        self.assertEqual({'tunables': {'thp': 'never'}, 'strict': True,
+                          'boot_times': True},
                          mock_execute.call_args.args[1]['args'])
 
     def test_strict_must_be_a_boolean(self):

@@ -29,10 +29,12 @@ import pytest
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
 from bmc_lab import direct_job
+from bmc_lab import logcursor
 from bmc_lab import diskimage
 from bmc_lab import nodes
 from bmc_lab import smoke
 from bmc_common import protocol
+from ironic_bmc.drivers import boot_report
 
 
 def test_job_runs_from_ram_and_reports(lab):
@@ -60,6 +62,15 @@ def test_job_runs_from_ram_and_reports(lab):
         assert stage in names
     for s in report['stages']:
         assert s['end'] >= s['start'], s
+    # Where agent-up went: every phase measured, in boot order, adding up
+    # to agent-up (they are consecutive marks on the conductor's clock).
+    boot = report['boot']
+    assert 'not_measured' not in boot, boot
+    phases = boot['phases']
+    assert list(phases) == [p[0] for p in boot_report.PHASES]
+    assert all(v >= 0 for v in phases.values()), boot
+    assert abs(sum(phases.values()) - boot['agent_up_s']) < 0.1, boot
+    assert boot['initramfs_bytes'] > 10e6
     # Job mode: the node is powered off, still ACTIVE until undeployed.
     assert nodes.bmc_power_state(lab, 0) == 'off'
     cli = lab_client.get_client(lab)
@@ -74,11 +85,17 @@ def test_tunables_read_back_and_energy(lab, profile, expected):
     image = container_job.push_demo_image(lab)
     command = ['/bin/sh', '-c', 'cat /sys/kernel/mm/transparent_hugepage/'
                'enabled; sleep 6']
+    conductor_log = logcursor.Cursor(lab.log('ironic.log'))
     container_job.deploy(lab, image, mode=protocol.MODE_JOB, extra={
         protocol.II_TUNABLES: profile,
         protocol.II_COMMAND: json.dumps(command)})
     report = container_job.wait_report(lab)
     container_job.undeploy(lab)
+    # The job outlived the first check: its exit reached the conductor by
+    # the agent's one heartbeat, not by a poll.
+    assert ('The agent of node %s heartbeats: its workload ended'
+            % report['node']) in conductor_log.text()
+    assert 'Invalid or missing agent_token' not in conductor_log.text()
     print(container_job.format_report(report))
     assert report['workload_exit_code'] == 0
     thp = report['tunables']['thp']

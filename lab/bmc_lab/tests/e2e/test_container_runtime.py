@@ -22,18 +22,28 @@
   the agent stopped heartbeating once the deploy was over, so the
   conductor logged no refused heartbeat;
 * a confined job that outlives its walltime: ended, SIGKILL after the
-  grace (a PID 1 without a handler ignores SIGTERM), ``failed`` saying so.
+  grace (a PID 1 without a handler ignores SIGTERM), ``failed`` saying so;
+* a job with the ``low-noise`` profile on the NodeOS partitions: the
+  services on CPU 0, the workload's cgroup owning CPU 1, as the agent
+  read them back and as the workload itself sees them.
+
+The node has two vCPUs, so that the partitions have a CPU each.
 """
 
 import base64
 import json
 import time
 
+import pytest
+
 from bmc_common import protocol
+from bmc_lab import agent
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
+from bmc_lab import control
 from bmc_lab import logcursor
 from bmc_lab import nodes
+from bmc_lab.tests import labfixture
 
 PASSWD = b'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n'
 GROUP = b'root:x:0:\napp:x:1000:\nvideo:x:44:app\nstaff:x:50:other\n'
@@ -60,6 +70,25 @@ grep CapEff /proc/self/status
 echo serving
 while :; do sleep 1 & wait $!; done
 """
+
+PARTITIONS = b"""#!/bin/sh
+grep Cpus_allowed_list /proc/self/status
+for g in bmc-workload system.slice init.scope
+do
+    echo "$g $(cat /sys/fs/cgroup/$g/cpuset.cpus.effective)"
+done
+echo "partition $(cat /sys/fs/cgroup/bmc-workload/cpuset.cpus.partition)"
+"""
+
+
+@pytest.fixture(scope='module')
+def lab():
+    settings = labfixture.lab_settings_for('e2e', deploy_callback_timeout=150,
+                                           node_cpus=2)
+    control.up(settings)
+    agent.ensure(settings)
+    yield settings
+    control.down(settings)
 
 
 def _lines(report):
@@ -175,3 +204,36 @@ def test_confined_job_ended_at_its_walltime(lab):
 
 def lab_image(lab):
     return container_job.push_demo_image(lab)
+
+
+def test_low_noise_job_on_the_nodeos_partitions(lab):
+    image = container_job.push_demo_image_with(
+        lab, 'bmc/runtime-partitions', {'/partitions.sh': PARTITIONS},
+        cmd=['/partitions.sh'])
+    container_job.deploy(lab, image, extra={
+        protocol.II_TUNABLES: 'low-noise'})
+    report = container_job.wait_report(lab)
+    assert report['workload_exit_code'] == 0, report['output_tail']
+    hk = report['tunables']['housekeeping_cpus']
+    wl = report['tunables']['workload_cpus']
+    # The services: every systemd unit of the node on CPU 0, read back
+    # from its cgroup when the profile was applied and at the start.
+    assert hk['ok'], hk
+    services = hk['actual']['services']['cpus_effective']
+    assert services['system.slice'] == services['init.scope'] == '0', hk
+    assert set(hk['at_start']['cpus_effective'].values()) == {'0'}, hk
+    assert hk['actual']['agent_threads']['agent_cpus'] == '0'
+    # The workload's cgroup owns CPU 1, an exclusive partition, and the
+    # container's init runs there.
+    assert wl['ok'], wl
+    assert wl['actual']['cpus_effective'] == '1'
+    assert wl['actual']['exclusive'] is True, wl
+    back = wl['at_start']
+    assert (back['cgroup'], back['cpus_effective'], back['affinity'],
+            back['partition']) == ('/bmc-workload', '1', '1', 'root'), wl
+    # What the workload sees agrees with what the agent reported.
+    lines = _lines(report)
+    assert 'Cpus_allowed_list:\t1' in lines, lines
+    assert {'bmc-workload 1', 'system.slice 0', 'init.scope 0',
+            'partition root'} <= set(lines), lines
+    container_job.undeploy(lab)

@@ -32,6 +32,7 @@ import time
 import pytest
 
 from bmc_common import protocol
+from ironic_bmc.drivers import boot_http_log
 from bmc_lab import agent
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
@@ -245,8 +246,9 @@ def test_http_server_restart_mid_download(lab):
     report = container_job.wait_report(lab, timeout=300)
     node = fault.cli.node.get(node.uuid)
     with open(lab.log('nginx-access.log')) as f:
-        resumed = [line for line in f
-                   if '/rootfs-' in line and '" 206 ' in line]
+        requests = [boot_http_log.parse(line) for line in f]
+    resumed = [r for r in requests
+               if r and '/rootfs-' in r[4] and r[2] == 206]
     row, report = fault.finish(node, resumed_requests=len(resumed))
     assert report['state'] == 'finished'
     assert report['workload_exit_code'] == 0

@@ -128,8 +128,14 @@ def test_bench_summary_and_table():
                     'raw_transfer_s': 3.0, 'hash_s': 2.5,
                     'bytes': 150e6},
         'stages': [{'name': 'workload-started', 'start': 10.0,
-                    'end': 12.0}],
+                    'end': 12.0},
+                   {'name': 'workload-exited', 'start': 12.0, 'end': 20.0},
+                   {'name': 'powered-off', 'start': 27.5, 'end': 28.0}],
         'workload_exit_code': 0,
+        'boot': {'agent_up_s': 35.7, 'initramfs_bytes': 119380735,
+                 'phases': {'firmware_ipxe_s': 9.1,
+                            'initramfs_unpack_s': 6.6,
+                            'agent_to_heartbeat_s': None}},
     }
     direct = {'active_s': 150.0, 'workload_started_s': 200.0}
     result = bench.summarize(report, 80.0, 10000, 200e6, direct, 300e6)
@@ -167,7 +173,16 @@ def test_bench_summary_and_table():
     assert result['t_ready_container_over_direct'] == 0.4
     assert result['t_ready_direct_s'] == 200.0
     assert result['direct_image_mb'] == 300.0
+    assert result['agent_up_s'] == 35.7
+    assert result['exit_to_poweroff_s'] == 7.5
+    assert result['t_ready_s'] == 80.0
+    assert result['initramfs_mb'] == 119.4
     table = bench.format_table(result)
+    assert re.search(r'^agent-up \(power-on -> first step\) +35\.7 s$',
+                     table, re.M)
+    assert re.search(r'^  firmware ipxe +9\.10 s$', table, re.M)
+    assert re.search(r'^  agent to heartbeat +not measured$', table, re.M)
+    assert re.search(r'^  initramfs size +119\.4 MB$', table, re.M)
     assert re.search(r'^T_ready container / direct +0\.4$', table, re.M)
     assert 'T_ready direct (request -> workload started)' in table
     assert re.search(r'^T_ready nfs .* +70\.50 s$', table, re.M)

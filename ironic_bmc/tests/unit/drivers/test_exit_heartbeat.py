@@ -1,0 +1,162 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""A workload's end reaches the conductor by a heartbeat, not the next
+poll: the token put back, the agent told, the heartbeat handled."""
+
+from unittest import mock
+
+from ironic.common import states
+from ironic.conductor import task_manager
+from ironic.drivers.modules import agent_base
+from ironic import objects
+
+from ironic_bmc.drivers import agent_calls
+from ironic_bmc.drivers import workload_watch
+from ironic_bmc import report as run_report
+from ironic_bmc.tests.unit.drivers import test_container_deploy as base
+
+TOKEN = 'a' * 43
+
+
+@mock.patch.object(workload_watch, '_status', autospec=True)
+class ExitHeartbeatTestCase(base.ContainerDeployTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.node.provision_state = states.ACTIVE
+        self.node.target_provision_state = None
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, {
+            'stages': [], 'node': self.node.uuid, 'deploy_id': 'x',
+            'mode': 'job', 'state': 'running'})
+        # As at the end of the deploy: kept by us, forgotten by Ironic.
+        self.node.set_driver_internal_info(agent_calls.AGENT_KEY, {
+            'agent_url': 'http://10.0.2.15:9999',
+            'agent_secret_token': TOKEN})
+        self.node.del_driver_internal_info('agent_secret_token')
+        self.node.save()
+
+    def _check(self):
+        with task_manager.acquire(self.context, self.node.uuid,
+                                  shared=True) as task:
+            workload_watch.check(task)
+            return task.shared
+
+    def _token(self):
+        return objects.Node.get_by_uuid(
+            self.context, self.node.uuid).driver_internal_info.get(
+                'agent_secret_token')
+
+    def test_poll_puts_the_token_back_and_tells_the_agent(self, mock_status):
+        mock_status.return_value = {'state': 'running'}
+        self.assertFalse(self._check())     # upgraded to put it back
+        self.assertEqual(TOKEN, self._token())
+        mock_status.assert_called_once_with(mock.ANY, notify_exit=True)
+        # Once back, a poll needs no exclusive lock.
+        self.assertTrue(self._check())
+        self.assertEqual(2, mock_status.call_count)
+
+    def test_no_kept_token_no_heartbeats(self, mock_status):
+        self.node.del_driver_internal_info(agent_calls.AGENT_KEY)
+        self.node.save()
+        mock_status.return_value = {'state': 'running'}
+        self.assertTrue(self._check())
+        self.assertIsNone(self._token())
+        mock_status.assert_called_once_with(mock.ANY, notify_exit=False)
+
+    def test_maintenance_is_not_watched(self, mock_status):
+        self.node.maintenance = True
+        self.node.save()
+        self._check()
+        mock_status.assert_not_called()
+
+    @mock.patch.object(base.container_deploy.manager_utils,
+                       'node_power_action', autospec=True)
+    @mock.patch.object(base.container_deploy.agent_calls, 'call',
+                       autospec=True)
+    def test_the_heartbeat_of_an_exit_ends_the_job(self, mock_call,
+                                                   mock_power, mock_status):
+        mock_status.return_value = {
+            'state': 'exited', 'exit_code': 0, 'output_tail': 'done\n',
+            'stages': [{'name': 'workload-exited', 'start': 1.0,
+                        'end': 2.0}]}
+        mock_call.return_value = {}
+        with task_manager.acquire(self.context, self.node.uuid,
+                                  shared=True) as task:
+            task.driver.deploy.heartbeat(task, 'http://10.0.2.15:9999',
+                                         '13.0.0')
+        mock_power.assert_called_once_with(mock.ANY, states.POWER_OFF)
+        report = run_report.get(objects.Node.get_by_uuid(self.context,
+                                                         self.node.uuid))
+        self.assertEqual('finished', report['state'])
+
+    @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
+    def test_a_late_heartbeat_is_not_an_error(self, mock_super, mock_status):
+        report = run_report.get(self.node)
+        report['state'] = 'finished'
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid,
+                                  shared=True) as task:
+            task.driver.deploy.heartbeat(task, 'http://x:9999', '13.0.0')
+        mock_status.assert_not_called()
+        mock_super.assert_not_called()
+
+    @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
+    def test_deploy_heartbeats_are_ironics(self, mock_super, mock_status):
+        self.node.provision_state = states.DEPLOYWAIT
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid,
+                                  shared=True) as task:
+            # As the conductor's manager calls it: every argument by
+            # position.
+            task.driver.deploy.heartbeat(task, 'http://x:9999', '13.0.0',
+                                         None, 'start', 'message')
+            mock_super.assert_called_once_with(
+                task.driver.deploy, task, 'http://x:9999', '13.0.0', None,
+                'start', 'message')
+        mock_status.assert_not_called()
+
+
+@mock.patch.object(workload_watch, 'ARM_PACE', 0.01)
+@mock.patch.object(workload_watch, 'check', autospec=True)
+class FirstCheckTestCase(base.ContainerDeployTestCase):
+
+    def _node(self, state, deploy_id='x'):
+        self.node.provision_state = state
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, {
+            'stages': [], 'node': self.node.uuid, 'deploy_id': deploy_id,
+            'mode': 'job', 'state': 'running'})
+        self.node.save()
+
+    def test_once_the_deploy_has_ended(self, mock_check):
+        self._node(states.ACTIVE)
+        workload_watch._first_check(self.context, self.node.uuid, 'x')
+        mock_check.assert_called_once_with(mock.ANY)
+
+    def test_waits_for_the_deploy_to_end(self, mock_check):
+        self._node(states.DEPLOYWAIT)
+        with mock.patch.object(workload_watch, 'ARM_WITHIN', 0.1):
+            workload_watch._first_check(self.context, self.node.uuid, 'x')
+        mock_check.assert_not_called()
+
+    def test_not_for_another_run(self, mock_check):
+        self._node(states.ACTIVE, deploy_id='y')
+        workload_watch._first_check(self.context, self.node.uuid, 'x')
+        mock_check.assert_not_called()
+
+    def test_a_failure_is_logged_not_raised(self, mock_check):
+        self._node(states.ACTIVE)
+        mock_check.side_effect = RuntimeError('db gone')
+        workload_watch._first_check(self.context, self.node.uuid, 'x')
+        mock_check.assert_called_once_with(mock.ANY)
