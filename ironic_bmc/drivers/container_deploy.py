@@ -398,6 +398,20 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                           {'node': node.uuid, 'state': run_report.get(
                               node).get('state')})
             return
+        if (node.provision_state in (states.DEPLOYING, states.DEPLOYWAIT)
+                and task.shared):
+            # The agent heartbeats as soon as a step ends, which can be
+            # before this conductor has let go of the lock it sent the
+            # step under (the node still DEPLOYING), or the rootfs
+            # builder of its own.  Ironic skips
+            # a heartbeat on a locked node, and the deploy would then wait
+            # for the agent's next one (IPA: 90-180 s later).  Wait for
+            # the lock as an API request does instead
+            # ([conductor]node_locked_retry_attempts x _interval).
+            try:
+                task.upgrade_lock(purpose='heartbeat', retry=True)
+            except exception.NodeLocked:
+                pass    # Ironic's heartbeat logs it and skips it
         return super().heartbeat(task, callback_url, agent_version, *args,
                                  **kwargs)
 

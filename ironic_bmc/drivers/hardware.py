@@ -14,9 +14,15 @@
 
 Ironic accepts only the exact interface classes a hardware type lists, so
 the ``container`` deploy and vendor interfaces need hardware types of
-their own: ``ipmi`` and ``redfish`` plus these two.
+their own: ``ipmi`` and ``redfish`` plus these two, and
+``container-fake-hardware``: Ironic's ``fake-hardware`` (power and
+management that only record what they are asked) with them, for API
+tests and the scale benchmark, whose nodes and agents are simulated.  It
+boots through ``ipxe`` like the others: the conductor renders and
+publishes every node's boot files for real.
 """
 
+from ironic.drivers import fake_hardware
 from ironic.drivers import ipmi
 from ironic.drivers import redfish
 
@@ -46,3 +52,9 @@ class ContainerIPMIHardware(_ContainerInterfaces, ipmi.IPMIHardware):
 class ContainerRedfishHardware(_ContainerInterfaces,
                                redfish.RedfishHardware):
     """Redfish hardware that can run container images from RAM."""
+
+
+class ContainerFakeHardware(_ContainerInterfaces,
+                            fake_hardware.FakeHardware):
+    """Fake power and management with the container interfaces (tests
+    and the scale benchmark; never for real machines)."""

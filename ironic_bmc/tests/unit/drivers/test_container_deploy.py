@@ -1151,10 +1151,19 @@ class HardwareTypesTestCase(ContainerDeployTestCase):
         from ironic_bmc.drivers import hardware
         from ironic_bmc.drivers import vendor
         for hw in (hardware.ContainerIPMIHardware(),
-                   hardware.ContainerRedfishHardware()):
+                   hardware.ContainerRedfishHardware(),
+                   hardware.ContainerFakeHardware()):
             self.assertIs(container_deploy.ContainerDeploy,
                           hw.supported_deploy_interfaces[0])
             self.assertIs(vendor.ContainerVendor,
                           hw.supported_vendor_interfaces[0])
             # Everything the base type offers stays available.
             self.assertGreater(len(hw.supported_deploy_interfaces), 3)
+
+    def test_fake_hardware_boots_through_ipxe(self):
+        from ironic.drivers.modules import fake
+        from ironic.drivers.modules import ipxe
+        from ironic_bmc.drivers import hardware
+        hw = hardware.ContainerFakeHardware()
+        self.assertEqual([fake.FakePower], hw.supported_power_interfaces)
+        self.assertIn(ipxe.iPXEBoot, hw.supported_boot_interfaces)

@@ -127,6 +127,53 @@ class ExitHeartbeatTestCase(base.ContainerDeployTestCase):
                 'start', 'message')
         mock_status.assert_not_called()
 
+    @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
+    def test_deploy_heartbeat_waits_for_the_step_lock(self, mock_super,
+                                                      mock_status):
+        # The step's end heartbeat lands while the conductor that sent the
+        # step still holds the node: it is taken once that one lets go,
+        # not skipped.
+        self.config(node_locked_retry_interval=0.01, group='conductor')
+        # Still DEPLOYING: the conductor has sent the step and not yet
+        # saved the node.
+        self.node.provision_state = states.DEPLOYING
+        self.node.reservation = 'other-conductor'
+        self.node.save()
+        released = []
+
+        def release(*args, **kwargs):
+            if not released:
+                released.append(True)
+                objects.Node.release(self.context, 'other-conductor',
+                                     self.node.id)
+            return real_reserve(*args, **kwargs)
+
+        real_reserve = objects.Node.reserve
+        with mock.patch.object(objects.Node, 'reserve', autospec=True,
+                               side_effect=release):
+            with task_manager.acquire(self.context, self.node.uuid,
+                                      shared=True) as task:
+                task.driver.deploy.heartbeat(task, 'http://x:9999',
+                                             '13.0.0')
+                self.assertFalse(task.shared)
+                mock_super.assert_called_once_with(
+                    task.driver.deploy, task, 'http://x:9999', '13.0.0')
+
+    @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
+    def test_deploy_heartbeat_on_a_node_held_on(self, mock_super,
+                                                mock_status):
+        self.config(node_locked_retry_interval=0.01, group='conductor')
+        self.node.provision_state = states.DEPLOYWAIT
+        self.node.reservation = 'other-conductor'
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid,
+                                  shared=True) as task:
+            task.driver.deploy.heartbeat(task, 'http://x:9999', '13.0.0')
+            # Ironic's own heartbeat then says so and skips it.
+            self.assertTrue(task.shared)
+            mock_super.assert_called_once_with(
+                task.driver.deploy, task, 'http://x:9999', '13.0.0')
+
 
 @mock.patch.object(workload_watch, 'ARM_PACE', 0.01)
 @mock.patch.object(workload_watch, 'check', autospec=True)
