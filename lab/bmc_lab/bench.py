@@ -44,6 +44,7 @@ from bmc_lab import agent
 from bmc_lab import container_job
 from bmc_lab import direct_job
 from bmc_lab import ociimage
+from bmc_lab import scale_bench
 from bmc_common import protocol
 
 #: Host directories copied into the benchmark image (hard links).
@@ -273,7 +274,7 @@ def _boot_rows(result):
     return rows
 
 
-def format_table(result):
+def format_table(result, extra_rows=()):
     rows = [
         ('content', '%d files, %.1f MB' % (result['content_files'],
                                            result['content_mb'])),
@@ -323,6 +324,7 @@ def format_table(result):
         ('T_ready container / direct',
          str(result['t_ready_container_over_direct'])),
     ]
+    rows += list(extra_rows)
     width = max(len(r[0]) for r in rows)
     return '\n'.join('%-*s  %s' % (width, k, v) for k, v in rows)
 
@@ -364,10 +366,16 @@ def _stream_rows(result):
     return rows
 
 
-def main(settings, out=print, large_mb=1536):
+def main(settings, out=print, large_mb=1536, scale_nodes=200,
+         scale_dir=None):
     result = run(settings, out=out, large_mb=large_mb)
+    scale_runs = []
+    if scale_nodes:
+        scale_runs = scale_bench.run(scale_dir or settings.path('scale'),
+                                     scale_nodes, out=out)
+        result.update(scale_bench.json_fields(scale_runs))
     out('')
-    out(format_table(result))
+    out(format_table(result, scale_bench.format_rows(scale_runs)))
     out(json.dumps(result, sort_keys=True))
     return 0
 

@@ -18,6 +18,8 @@
     bmc-lab smoke            # Ironic ramdisk deploy of a tiny initrd
     bmc-lab demo             # up + the container job, the report last
     bmc-lab demo --tenant    # the same through Glance and Nova, as a tenant
+    bmc-lab scale [--nodes N] [--conductors 1,2]
+                             # N concurrent deploys, simulated machines
 
 The state directory is ``--state-dir``, else ``$BMC_LAB_DIR``, else
 /var/lib/bmc-lab.
@@ -34,6 +36,7 @@ from bmc_lab.cloud import tempest_run
 from bmc_lab import container_job
 from bmc_lab import control
 from bmc_lab import procs
+from bmc_lab import scale_bench
 from bmc_lab import settings as lab_settings
 from bmc_lab import smoke
 from bmc_lab import tenant_job
@@ -75,6 +78,10 @@ def _parser():
                            help='size of the large image streamed for the '
                                 'app start of a large image over a small '
                                 'one; 0 skips it (default: %(default)s)')
+            s.add_argument('--scale-nodes', type=int, default=200,
+                           help='simulated nodes of the scale part, run '
+                                'with one conductor, then two; 0 skips it '
+                                '(default: %(default)s)')
         if name == 'demo':
             s.add_argument('--tunables', metavar='PROFILE_OR_JSON',
                            help='kernel tunables for the run: a profile '
@@ -98,6 +105,14 @@ def _parser():
             s.add_argument('--%s-port' % field.replace('_', '-'), type=int,
                            dest=field, default=getattr(defaults, field),
                            help='127.0.0.1 port (default: %(default)s)')
+    sc = sub.add_parser('scale', help='N concurrent container deploys on '
+                        'simulated machines (a scaled-profile lab of its '
+                        'own, under STATE_DIR/scale)')
+    sc.add_argument('--nodes', type=int, default=200,
+                    help='simulated nodes (default: %(default)s)')
+    sc.add_argument('--conductors', default='1,2',
+                    help='conductor counts to run, comma-separated '
+                         '(default: %(default)s)')
     d = sub.add_parser('down', help='tear the lab down (logs are kept)')
     d.add_argument('--purge', action='store_true',
                    help='also remove the state directory and database')
@@ -167,10 +182,30 @@ def _demo(args):
     return 0 if report.get('workload_exit_code') == 0 else 1
 
 
+def _scale_dir(args):
+    return os.path.join(args.state_dir, 'scale')
+
+
+def _scale(args):
+    try:
+        counts = [int(c) for c in args.conductors.split(',')]
+    except ValueError:
+        raise procs.LabError('--conductors: a comma-separated list of '
+                             'numbers, got %r' % args.conductors)
+    if args.nodes < 1 or any(c < 1 for c in counts):
+        raise procs.LabError('--nodes and --conductors must be >= 1')
+    runs = scale_bench.run(_scale_dir(args), args.nodes, counts)
+    rows = scale_bench.format_rows(runs)
+    width = max(len(r[0]) for r in rows)
+    print('\n'.join('%-*s  %s' % (width, k, v) for k, v in rows))
+    print(json.dumps(scale_bench.json_fields(runs), sort_keys=True))
+    return 0 if not any(r['failures'] for r in runs) else 1
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
     if os.geteuid() != 0 and args.command in ('up', 'demo', 'bench', 'down',
-                                              'tempest'):
+                                              'tempest', 'scale'):
         print('bmc-lab needs root (libvirtd and QEMU run as root).',
               file=sys.stderr)
         return 2
@@ -194,7 +229,11 @@ def main(argv=None):
         elif args.command == 'bench':
             control.up(_settings_from_args(args))
             return bench.main(_loaded(args),
-                              large_mb=args.large_image_mb)
+                              large_mb=args.large_image_mb,
+                              scale_nodes=args.scale_nodes,
+                              scale_dir=_scale_dir(args))
+        elif args.command == 'scale':
+            return _scale(args)
     except procs.LabError as exc:
         print('bmc-lab %s: %s' % (args.command, exc), file=sys.stderr)
         return 1

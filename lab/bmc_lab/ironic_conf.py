@@ -56,7 +56,7 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
     conf = {
         'DEFAULT': {
             'host': settings.name,
-            'debug': 'true',
+            'debug': 'true' if settings.ironic_debug else 'false',
             'auth_strategy': 'noauth',
             'rpc_transport': 'oslo' if scaled else 'none',
             'enabled_hardware_types': ','.join(
@@ -81,6 +81,9 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
         'api': {
             'host_ip': '127.0.0.1',
             'port': str(settings.ports.ironic_api),
+            # One worker: a second one cannot bind the same port (cheroot,
+            # no SO_REUSEPORT), dies and is forked again every 5 s.
+            'api_workers': '1',
         },
         'database': {
             'connection': database_url(settings),

@@ -120,6 +120,9 @@ class Settings(SavedState):
     #: nginx limit_rate for rootfs artifacts only ('' = none), e.g. '4m':
     #: lets a test act while a node is still downloading one.
     artifact_rate_limit: str = ''
+    #: Ironic's [DEFAULT]debug (the scale benchmark measures without it,
+    #: as production runs).
+    ironic_debug: bool = True
     ports: Ports = dataclasses.field(default_factory=Ports)
     #: MariaDB server of the scaled profile (database created on demand).
     mysql_url: str = 'mysql+pymysql://root@127.0.0.1:3306'

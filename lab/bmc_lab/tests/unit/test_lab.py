@@ -309,3 +309,15 @@ def test_tempest_conf_and_totals(tmp_path):
         'Passed': 10, 'Skipped': 0, 'Expected Fail': 0,
         'Unexpected Success': 0, 'Failed': 1}
     assert tempest_run.totals('no summary') == {}
+
+
+def test_one_api_worker_and_debug_as_asked(tmp_path):
+    settings = lab_settings.Settings(state_dir=str(tmp_path),
+                                     profile=lab_settings.PROFILE_SCALED)
+    conf = _conf(settings)
+    # A second worker could not bind the port and would be forked again
+    # and again.
+    assert conf['api']['api_workers'] == '1'
+    assert conf['DEFAULT']['debug'] == 'true'
+    settings.ironic_debug = False
+    assert _conf(settings)['DEFAULT']['debug'] == 'false'

@@ -1,0 +1,523 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Simulated agents for the scale benchmark: IPA's API, no machine.
+
+Nodes of the ``container-fake-hardware`` type have fake power: powering
+one on starts nothing.  :class:`SimAgents` stands in for the machines and
+their agent ramdisks.  It watches the Ironic API, and when a node enters
+``wait call-back`` it "boots" it: fetches the node's boot files from the
+HTTP root as iPXE would, looks the node up and heartbeats, exactly as
+ironic-python-agent does.  One HTTP server on 127.0.0.1 answers IPA's
+command API for every node (each node's ``callback_url`` is the server
+with the node's UUID as path) and runs the container steps of
+:mod:`bmc_common.protocol`: the rootfs artifact is really downloaded
+from the conductor's HTTP root and its digest checked; the workload is a
+timer.  Only the ``ramfs`` rootfs mode is simulated; other steps fail
+with a message saying so.
+
+Like IPA's automatic TLS, the server has a self-signed certificate
+(for 127.0.0.1) that each heartbeat hands to Ironic as ``agent_verify_ca``:
+the conductor talks TLS to every agent, as in production
+(``[agent]require_tls``).
+
+Everything stays on loopback: the nodes' view of the host
+(:data:`bmc_lab.settings.GUEST_HOST_ADDRESS`) is rewritten to 127.0.0.1,
+and any other address is refused.
+"""
+
+import collections
+import datetime
+import hashlib
+import http.server
+import ipaddress
+import json
+import os
+import random
+import ssl
+import tempfile
+import threading
+import time
+import urllib.parse
+import uuid as uuidlib
+
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+import requests
+
+from bmc_common import protocol
+from bmc_lab import settings as lab_settings
+
+AGENT_VERSION = '13.0.0'
+MANAGER = 'BmcContainerHardwareManager'
+MANAGER_VERSION = '1'
+#: The steps the real hardware manager offers (priority 0: the conductor
+#: asks for each explicitly).
+STEPS = (protocol.STEP_STAGE_ROOTFS, protocol.STEP_START_WORKLOAD,
+         protocol.STEP_WORKLOAD_STATUS, protocol.STEP_STOP_WORKLOAD,
+         protocol.STEP_COLLECT_OUTPUT, protocol.STEP_QUIET_AGENT,
+         protocol.STEP_APPLY_TUNABLES, protocol.STEP_NOISE_PROBE)
+OUTPUT = b'simulated workload output\n'
+_API_HEADERS = {'X-OpenStack-Ironic-API-Version': 'latest'}
+_LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+
+
+class StepFailed(Exception):
+    """A step the simulated agent refuses, with IPA's error type."""
+
+
+def loopback_url(url, http_port):
+    """``url`` as the host reaches it: the guests' view of the host
+    becomes 127.0.0.1 (the HTTP root's port); anything not on loopback is
+    refused, never fetched."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname
+    if host == lab_settings.GUEST_HOST_ADDRESS:
+        netloc = '127.0.0.1:%d' % (parts.port or http_port)
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    if host not in _LOOPBACK:
+        raise StepFailed('refusing to fetch %s: the simulated agents only '
+                         'reach loopback' % url)
+    return url
+
+
+def self_signed_pem():
+    """(certificate, key) in PEM for 127.0.0.1, valid for a day."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                         'bmc-lab simulated agents')])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder()
+            .subject_name(name).issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address('127.0.0.1'))]),
+                critical=False)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM).decode(),
+            key.private_bytes(serialization.Encoding.PEM,
+                              serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()).decode())
+
+
+class Node:
+    """One simulated machine: its boot generation, commands, workload."""
+
+    def __init__(self, uuid, mac):
+        self.uuid = uuid
+        self.mac = mac
+        self.lock = threading.Lock()
+        self.generation = 0
+        self.token = None
+        self.commands = []
+        self.heartbeats = True
+        self.notify_exit = False
+        self.workload = None
+        self.last_state = None
+        self.interval = 300.0
+        self.next_heartbeat = 0.0
+
+    def boot(self):
+        with self.lock:
+            self.generation += 1
+            self.token = None
+            self.commands = []
+            self.heartbeats = True
+            self.notify_exit = False
+            self.workload = None
+            return self.generation
+
+
+class SimAgents:
+    """The simulated agents of every fake node behind one API server."""
+
+    def __init__(self, api_url, http_port, port, job_seconds=5.0,
+                 boot_seconds=1.0, poll_interval=1.0):
+        self.api_url = api_url.rstrip('/')
+        self.http_port = http_port
+        self.port = port
+        self.job_seconds = job_seconds
+        self.boot_seconds = boot_seconds
+        self.poll_interval = poll_interval
+        self.nodes = {}
+        self.stats = collections.Counter()
+        self.errors = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._server = None
+        self.cert = None
+        self._threads = []
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def add_node(self, uuid, mac):
+        self.nodes[uuid] = Node(uuid, mac)
+
+    def start(self):
+        agents = self
+
+        class Handler(_Handler):
+            sim = agents
+
+        self._server = http.server.ThreadingHTTPServer(
+            ('127.0.0.1', self.port), Handler)
+        self._server.daemon_threads = True
+        self.cert, key = self_signed_pem()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = [os.path.join(tmp, n) for n in ('cert.pem', 'key.pem')]
+            for path, pem in zip(paths, (self.cert, key), strict=True):
+                with open(path, 'w') as f:
+                    f.write(pem)
+            context.load_cert_chain(*paths)
+        self._server.socket = context.wrap_socket(self._server.socket,
+                                                  server_side=True)
+        self.port = self._server.server_address[1]
+        for target in (self._server.serve_forever, self._watch,
+                       self._heartbeat_loop):
+            t = threading.Thread(target=target, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self):
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def count(self, key, n=1):
+        with self._lock:
+            self.stats[key] += n
+
+    def error(self, node, msg):
+        with self._lock:
+            self.errors.append('%s: %s' % (node.uuid, msg))
+
+    # -- the machines: boot on "wait call-back" ------------------------------
+
+    def _watch(self):
+        session = requests.Session()
+        while not self._stop.wait(self.poll_interval):
+            try:
+                resp = session.get(
+                    self.api_url + '/v1/nodes', headers=_API_HEADERS,
+                    params={'fields': 'uuid,provision_state,power_state'},
+                    timeout=30)
+                resp.raise_for_status()
+            except requests.RequestException:
+                self.count('api_poll_errors')
+                continue
+            for item in resp.json()['nodes']:
+                node = self.nodes.get(item['uuid'])
+                if node is None:
+                    continue
+                state = item['provision_state']
+                if (state == 'wait call-back' and node.last_state != state
+                        and item['power_state'] == 'power on'):
+                    generation = node.boot()
+                    threading.Thread(target=self._boot, daemon=True,
+                                     args=(node, generation)).start()
+                node.last_state = state
+
+    def _boot(self, node, generation):
+        """Firmware, then the agent: boot files, lookup, heartbeat."""
+        session = requests.Session()
+        try:
+            for label in ('deploy_kernel', 'deploy_ramdisk', 'bmc_modules'):
+                resp = session.get('http://127.0.0.1:%d/%s/%s' % (
+                    self.http_port, node.uuid, label), timeout=60)
+                if resp.status_code == 200:
+                    self.count('boot_file_bytes', len(resp.content))
+            time.sleep(self.boot_seconds)
+            resp = session.get(self.api_url + '/v1/lookup',
+                               headers=_API_HEADERS, timeout=60,
+                               params={'addresses': node.mac,
+                                       'node_uuid': node.uuid})
+            resp.raise_for_status()
+            config = resp.json()['config']
+            with node.lock:
+                if node.generation != generation:
+                    return
+                node.token = config['agent_token']
+                # IPA's period: 0.3-0.6 of Ironic's heartbeat timeout.
+                node.interval = config.get('heartbeat_timeout', 300) * (
+                    random.uniform(0.3, 0.6))
+                node.next_heartbeat = time.monotonic() + node.interval
+            self.count('lookups')
+        except (requests.RequestException, KeyError, ValueError) as exc:
+            self.error(node, 'boot: %s' % exc)
+            return
+        self.heartbeat(node)
+
+    def heartbeat(self, node):
+        with node.lock:
+            token = node.token
+        if not token:
+            return
+        try:
+            resp = requests.post(
+                '%s/v1/heartbeat/%s' % (self.api_url, node.uuid),
+                headers=_API_HEADERS, timeout=60,
+                json={'callback_url': self.callback_url(node),
+                      'agent_token': token,
+                      'agent_verify_ca': self.cert,
+                      'agent_version': AGENT_VERSION})
+            self.count('heartbeats' if resp.status_code == 202
+                       else 'heartbeats_refused')
+        except requests.RequestException as exc:
+            self.count('heartbeats_refused')
+            self.error(node, 'heartbeat: %s' % exc)
+
+    def callback_url(self, node):
+        return 'https://127.0.0.1:%d/%s' % (self.port, node.uuid)
+
+    def _heartbeat_loop(self):
+        """IPA's periodic heartbeat, for nodes not told to be quiet."""
+        while not self._stop.wait(1.0):
+            now = time.monotonic()
+            for node in list(self.nodes.values()):
+                if node.token and node.heartbeats and (
+                        now >= node.next_heartbeat):
+                    node.next_heartbeat = now + node.interval
+                    self.count('periodic_heartbeats')
+                    self.heartbeat(node)
+
+    # -- IPA's command API ---------------------------------------------------
+
+    def command(self, node, name, params, wait):
+        """Run command ``name``; IPA's command record (a dict)."""
+        record = {'id': str(uuidlib.uuid4()), 'command_name':
+                  name.split('.', 1)[-1], 'command_params': {},
+                  'command_status': 'RUNNING', 'command_error': None,
+                  'command_result': None}
+        self.count('command:%s' % (
+            (params.get('step') or {}).get('step') or name))
+        if name == 'deploy.get_deploy_steps':
+            record.update(command_status='SUCCEEDED', command_result={
+                'deploy_steps': {MANAGER: [
+                    {'step': s, 'priority': 0, 'interface': 'deploy',
+                     'reboot_requested': False, 'abortable': False,
+                     'argsinfo': None} for s in STEPS]},
+                'hardware_manager_version': {MANAGER: MANAGER_VERSION}})
+            return record
+        if name != 'deploy.execute_deploy_step':
+            record.update(command_status='FAILED', command_error={
+                'type': 'InvalidCommandError', 'code': 400,
+                'message': 'the simulated agent has no command %s' % name,
+                'details': ''})
+            return record
+        step = params.get('step') or {}
+        with node.lock:
+            if step.get('step') == protocol.STEP_WORKLOAD_STATUS:
+                # As the real agent: each poll's result is read once.
+                node.commands = [
+                    c for c in node.commands
+                    if _step_name(c) != protocol.STEP_WORKLOAD_STATUS
+                    or c['command_status'] == 'RUNNING']
+            record['command_params'] = {'step': step}
+            node.commands.append(record)
+        runner = threading.Thread(target=self._run_step, daemon=True,
+                                  args=(node, record, step))
+        runner.start()
+        if wait:
+            runner.join()
+        return record
+
+    def _run_step(self, node, record, step):
+        try:
+            handler = getattr(self, '_step_' + step.get('step', ''), None)
+            if handler is None:
+                raise StepFailed('the simulated agent does not run step %s'
+                                 % step.get('step'))
+            result = handler(node, step.get('args') or {})
+            record.update(command_status='SUCCEEDED', command_result={
+                'deploy_result': result, 'deploy_step': step})
+        except Exception as exc:
+            record.update(command_status='FAILED', command_error={
+                'type': 'DeploymentError', 'code': 500,
+                'message': '%s: %s' % (step.get('step'), exc),
+                'details': str(exc)})
+            self.error(node, '%s: %s' % (step.get('step'), exc))
+        if node.heartbeats and step.get('step') != (
+                protocol.STEP_WORKLOAD_STATUS):
+            # IPA heartbeats as soon as a command ends.
+            self.heartbeat(node)
+
+    # -- the container steps -------------------------------------------------
+
+    def _step_bmc_apply_tunables(self, node, args):
+        return {'tunables': {}}
+
+    def _step_bmc_stage_rootfs(self, node, args):
+        if args.get('rootfs', protocol.ROOTFS_RAMFS) != protocol.ROOTFS_RAMFS:
+            raise StepFailed('only the ramfs rootfs mode is simulated, not '
+                             '%s' % args.get('rootfs'))
+        start = time.time()
+        digest = hashlib.sha256()
+        size = 0
+        with requests.get(loopback_url(args['url'], self.http_port),
+                          stream=True, timeout=120) as resp:
+            resp.raise_for_status()
+            for chunk in resp.iter_content(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+        self.count('artifact_bytes', size)
+        if args.get('digest') and args['digest'] != (
+                'sha256:' + digest.hexdigest()):
+            raise StepFailed('digest mismatch: expected %s, got sha256:%s'
+                             % (args['digest'], digest.hexdigest()))
+        end = time.time()
+        return {'root': '/sim/%s' % node.uuid, 'rootfs': args.get('rootfs'),
+                'bytes': size, 'verify': 'sha256',
+                'timings': {'download': round(end - start, 3), 'mount': 0.0},
+                'stages': [protocol.stage(protocol.STAGE_ROOTFS_STAGED,
+                                          start, end)]}
+
+    def _step_bmc_start_workload(self, node, args):
+        started = time.time()
+        with node.lock:
+            node.workload = {'started': started, 'ended': None,
+                             'exit_code': None, 'mode': args.get('mode')}
+        if args.get('mode') == protocol.MODE_JOB:
+            timer = threading.Timer(self.job_seconds, self._exit,
+                                    args=(node, node.workload, 0))
+            timer.daemon = True
+            timer.start()
+        return {'pid': 4242, 'container_pid': 4243, 'started': started}
+
+    def _exit(self, node, workload, code, stop=None):
+        with node.lock:
+            if workload is not node.workload or workload['ended']:
+                return
+            workload.update(ended=time.time(), exit_code=code)
+            if stop:
+                workload['stop'] = stop
+            notify = node.notify_exit and not stop
+        if notify:
+            self.count('exit_heartbeats')
+            self.heartbeat(node)
+
+    def _status(self, node):
+        with node.lock:
+            w = node.workload
+            if not w:
+                return {'state': 'absent', 'exit_code': None,
+                        'output_tail': '', 'stages': []}
+            stages = [protocol.stage(protocol.STAGE_WORKLOAD_STARTED,
+                                     w['started'], w['started'])]
+            if w['ended']:
+                stages.append(protocol.stage(protocol.STAGE_WORKLOAD_EXITED,
+                                             w['started'], w['ended']))
+            status = {'state': 'exited' if w['ended'] else 'running',
+                      'exit_code': w['exit_code'], 'mode': w['mode'],
+                      'output_tail': OUTPUT.decode(), 'stages': stages,
+                      'output': {'bytes': len(OUTPUT), 'dropped': 0},
+                      'pid': 4242}
+            if w.get('stop'):
+                status['stop'] = w['stop']
+            return status
+
+    def _step_bmc_workload_status(self, node, args):
+        if args.get('notify_exit'):
+            node.notify_exit = True
+        return self._status(node)
+
+    def _step_bmc_stop_workload(self, node, args):
+        reason = args.get('reason', protocol.STOP_REQUEST)
+        stop = {'reason': reason, 'signal': 'SIGTERM', 'grace':
+                args.get('grace'), 'killed': False, 'seconds': 0.0,
+                'requested': time.time()}
+        self._exit(node, node.workload, 143, stop=stop)
+        return self._status(node)
+
+    def _step_bmc_quiet_agent(self, node, args):
+        node.heartbeats = False
+        return {'heartbeats': 'stopped'}
+
+    def _step_bmc_collect_output(self, node, args):
+        if not node.workload or not node.workload['ended']:
+            raise StepFailed('the workload has not exited')
+        return {'output': {'data': protocol.pack(OUTPUT), 'kept': True,
+                           'bytes': len(OUTPUT), 'dropped': 0,
+                           'finished': True},
+                'results': {p: {'error': 'not simulated'}
+                            for p in args.get('results') or ()}}
+
+
+def _step_name(record):
+    return ((record.get('command_params') or {}).get('step') or {}).get(
+        'step')
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """``/<node uuid>/v1/commands/``: IPA's command API per node."""
+
+    sim = None
+    protocol_version = 'HTTP/1.1'
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def _node(self):
+        path = urllib.parse.urlsplit(self.path).path.strip('/').split('/')
+        if len(path) >= 3 and path[1:3] == ['v1', 'commands']:
+            return self.sim.nodes.get(path[0])
+        return None
+
+    def _reply(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self, node):
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        if node.token and query.get('agent_token') == [node.token]:
+            return True
+        self._reply(401, {'faultstring': 'Invalid or missing agent_token'})
+        return False
+
+    def do_GET(self):
+        node = self._node()
+        if node is None:
+            return self._reply(404, {'faultstring': 'not found'})
+        if self._authorized(node):
+            with node.lock:
+                commands = list(node.commands)
+            self._reply(200, {'commands': commands})
+
+    def do_POST(self):
+        node = self._node()
+        length = int(self.headers.get('Content-Length') or 0)
+        body = json.loads(self.rfile.read(length) or b'{}')
+        if node is None:
+            return self._reply(404, {'faultstring': 'not found'})
+        if not self._authorized(node):
+            return None
+        with node.lock:
+            busy = any(c['command_status'] == 'RUNNING'
+                       for c in node.commands)
+        if busy:
+            return self._reply(409, {'faultstring': 'Agent is busy'})
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        record = self.sim.command(node, body.get('name', ''),
+                                  body.get('params') or {},
+                                  query.get('wait') == ['true'])
+        self._reply(200, record)
