@@ -274,6 +274,37 @@ def _boot_rows(result):
     return rows
 
 
+#: The goals of a container deploy on a lab node: (result key, goal,
+#: unit).  Every one is "at most".
+TARGETS = (
+    ('agent_up_s', 20.0, 's'),
+    ('t_ready_container_over_direct', 0.33, ''),
+    ('t_ready_s', 30.0, 's'),
+    ('exit_to_poweroff_s', 2.0, 's'),
+    ('staging_over_raw', 1.3, ''),
+)
+
+
+def targets(result):
+    """{key: {"goal", "measured", "met"}} of :data:`TARGETS`."""
+    out = {}
+    for key, goal, _unit in TARGETS:
+        value = result.get(key)
+        out[key] = {'goal': goal, 'measured': value,
+                    'met': value is not None and value <= goal}
+    return out
+
+
+def _target_rows(result):
+    rows = []
+    for key, goal, unit in TARGETS:
+        t = result['targets'][key]
+        rows.append(('target %s <= %s%s' % (key, goal, unit and ' ' + unit),
+                     '%s%s (%s)' % (t['measured'], unit and ' ' + unit,
+                                    'met' if t['met'] else 'not met')))
+    return rows
+
+
 def format_table(result, extra_rows=()):
     rows = [
         ('content', '%d files, %.1f MB' % (result['content_files'],
@@ -325,6 +356,8 @@ def format_table(result, extra_rows=()):
          str(result['t_ready_container_over_direct'])),
     ]
     rows += list(extra_rows)
+    if 'targets' in result:
+        rows += _target_rows(result)
     width = max(len(r[0]) for r in rows)
     return '\n'.join('%-*s  %s' % (width, k, v) for k, v in rows)
 
@@ -374,6 +407,7 @@ def main(settings, out=print, large_mb=1536, scale_nodes=200,
         scale_runs = scale_bench.run(scale_dir or settings.path('scale'),
                                      scale_nodes, out=out)
         result.update(scale_bench.json_fields(scale_runs))
+    result['targets'] = targets(result)
     out('')
     out(format_table(result, scale_bench.format_rows(scale_runs)))
     out(json.dumps(result, sort_keys=True))

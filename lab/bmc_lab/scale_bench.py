@@ -370,7 +370,9 @@ def summarize(count, conductors, requested, seconds, done, failed, reports,
         'nodes': count,
         'conductors': conductors,
         'seconds': round(seconds, 1),
-        'deploys_per_min': round(len(done) * 60 / seconds, 1),
+        # Only the runs that ended as asked.
+        'deploys_per_min': round(len(
+            [u for u in done if u not in failed]) * 60 / seconds, 1),
         'conductor_cpu_ms_per_deploy': round(per_deploy, 1),
         'fake_deploy_cpu_ms_per_deploy': fake['cpu_ms_per_deploy'],
         'conductor_cpu_ms_per_deploy_over_fake': round(

@@ -177,7 +177,16 @@ def test_bench_summary_and_table():
     assert result['exit_to_poweroff_s'] == 7.5
     assert result['t_ready_s'] == 80.0
     assert result['initramfs_mb'] == 119.4
-    table = bench.format_table(result)
+    result['targets'] = bench.targets(result)
+    assert result['targets']['agent_up_s'] == {
+        'goal': 20.0, 'measured': 35.7, 'met': False}
+    assert result['targets']['t_ready_s']['met'] is False
+    table = bench.format_table(result, [('scale: 2 nodes', '9.0/min')])
+    assert re.search(r'^target agent_up_s <= 20\.0 s +35\.7 s \(not met\)$',
+                     table, re.M)
+    assert re.search(r'^target t_ready_container_over_direct <= 0\.33 +0\.4 '
+                     r'\(not met\)$', table, re.M)
+    assert re.search(r'^scale: 2 nodes +9\.0/min$', table, re.M)
     assert re.search(r'^agent-up \(power-on -> first step\) +35\.7 s$',
                      table, re.M)
     assert re.search(r'^  firmware ipxe +9\.10 s$', table, re.M)
