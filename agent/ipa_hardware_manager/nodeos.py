@@ -88,7 +88,8 @@ class Partitions:
             return {'supported': False, 'reason': reason, 'ok': False}
         text = schema.format_cpulist(cpus)
         failed = []
-        for unit in self._units():
+        units = self._units()
+        for unit in units:
             # One unit per call: systemctl takes one unit, then properties.
             code, output = self.host.run(
                 ['systemctl', 'set-property', '--runtime', '--', unit,
@@ -96,16 +97,17 @@ class Partitions:
             if code != 0:
                 failed.append('systemctl set-property %s AllowedCPUs=%s: '
                               '%s' % (unit, text, output or 'exit %d' % code))
-        out = self.read_services(cpus)
+        out = self.read_services(cpus, units)
         if failed:
             out['ok'] = False
             out['error'] = '; '.join(failed)
         return out
 
-    def read_services(self, cpus):
-        """The services' effective CPUs as the kernel has them."""
+    def read_services(self, cpus, units=None):
+        """The services' effective CPUs as the kernel has them (of
+        ``units``, default: the service units that exist)."""
         effective, wrong = {}, []
-        for unit in self._units():
+        for unit in self._units() if units is None else units:
             try:
                 got = self._read_cpus(_cg(unit, 'cpuset.cpus.effective'))
             except (OSError, schema.TunableError) as exc:

@@ -26,7 +26,6 @@ predecessor, and re-arm its walltime.
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -39,8 +38,9 @@ from ipa_hardware_manager import oci_spec
 from ipa_hardware_manager import output_keeper
 from ipa_hardware_manager import rapl
 from ipa_hardware_manager import tunables
+from ipa_hardware_manager import workload_args
 from ipa_hardware_manager import workload_output
-from bmc_common import oci
+from ipa_hardware_manager import workload_stop
 from bmc_common import protocol
 
 LOG = log.getLogger(__name__)
@@ -52,60 +52,14 @@ BUNDLE_DIR = oci_runtime.BUNDLE_DIR
 CONTAINER_ID = oci_runtime.CONTAINER_ID
 CGROUP_PATH = '/bmc-workload'
 DEFAULT_PATH = oci_spec.DEFAULT_PATH
-DEFAULT_GRACE = 10
+DEFAULT_GRACE = workload_stop.DEFAULT_GRACE
 #: RAM the workload's output may use on the node (the conductor says).
 DEFAULT_OUTPUT_MAX = 16 * 1024 * 1024
 #: How long the keeper may take to write the last of the output.
 DRAIN_TIMEOUT = 10
-#: After SIGKILL to the whole cgroup, how long the end may take.
-KILL_WAIT = 10
 
 
-class WorkloadError(Exception):
-    """The workload could not be started or stopped; says why."""
-
-
-def _validate(command, env, workdir, mode, stop_signal, walltime,
-              privileged, stop_grace, output_max):
-    """The start step's arguments; (stop signal number, walltime
-    seconds or None, stop grace seconds)."""
-    if (not isinstance(command, (list, tuple)) or not command
-            or not all(isinstance(c, str) for c in command)):
-        raise WorkloadError('command must be a non-empty list of strings, '
-                            'got %r' % (command,))
-    if env is not None and (not isinstance(env, dict) or not all(
-            isinstance(k, str) and isinstance(v, str)
-            for k, v in env.items())):
-        raise WorkloadError('env must map strings to strings, got %r'
-                            % (env,))
-    if workdir is not None and (not isinstance(workdir, str)
-                                or not workdir.startswith('/')):
-        raise WorkloadError('workdir must be an absolute path, got %r'
-                            % (workdir,))
-    if mode not in protocol.WORKLOAD_MODES:
-        raise WorkloadError('unknown workload mode %r (known: %s)' % (
-            mode, ', '.join(protocol.WORKLOAD_MODES)))
-    if not isinstance(privileged, bool):
-        raise WorkloadError('privileged must be true or false, got %r'
-                            % (privileged,))
-    try:
-        number = oci.parse_signal(stop_signal or 'SIGTERM')
-        seconds = (oci.parse_walltime(walltime) if walltime is not None
-                   else None)
-    except ValueError as exc:
-        raise WorkloadError(str(exc)) from None
-    try:
-        grace = float(stop_grace)
-    except (TypeError, ValueError):
-        grace = -1
-    if grace < 0:
-        raise WorkloadError('stop_grace must be 0 or more seconds')
-    if (not isinstance(output_max, int) or isinstance(output_max, bool)
-            or output_max < output_keeper.MIN_BYTES):
-        raise WorkloadError('output_max must be a number of bytes, at '
-                            'least %d, got %r' % (output_keeper.MIN_BYTES,
-                                                  output_max))
-    return number, seconds, grace
+WorkloadError = workload_args.WorkloadError
 
 
 def _pid_alive(pid):
@@ -123,7 +77,7 @@ def _pid_alive(pid):
         return True
 
 
-class Supervisor:
+class Supervisor(workload_stop.StopMixin):
     """Starts, watches and stops the one workload of this node."""
 
     def __init__(self, state_dir=STATE_DIR, runtime=oci_runtime.BINARY):
@@ -231,7 +185,7 @@ class Supervisor:
               mode=protocol.MODE_JOB, stop_signal=None, walltime=None,
               privileged=True, rlimits=None, stop_grace=DEFAULT_GRACE,
               output_max=DEFAULT_OUTPUT_MAX):
-        stop_number, seconds, stop_grace = _validate(
+        stop_number, seconds, stop_grace = workload_args.validate(
             command, env, workdir, mode, stop_signal, walltime, privileged,
             stop_grace, output_max)
         if not root or not os.path.isdir(root):
@@ -312,30 +266,6 @@ class Supervisor:
         return {'pid': proc.pid, 'container_pid': container_pid,
                 'started': round(started, 3)}
 
-    def _arm_walltime(self):
-        deadline = (self.record or {}).get('deadline')
-        if not deadline:
-            return
-        pid = self.record['pid']
-        self.timer = threading.Timer(max(0.0, deadline - time.time()),
-                                     self._walltime_reached, args=(pid,))
-        self.timer.daemon = True
-        self.timer.name = 'bmc-workload-walltime'
-        self.timer.start()
-
-    def _walltime_reached(self, pid):
-        with self.lock:
-            if not self.record or self.record['pid'] != pid:
-                return
-        LOG.warning('Workload pid %d reached its walltime of %s s', pid,
-                    self.record['walltime'])
-        try:
-            self.stop(self.record.get('stop_grace', DEFAULT_GRACE),
-                      reason=protocol.STOP_WALLTIME)
-        except WorkloadError as exc:
-            LOG.error('Could not end workload pid %d at its walltime: %s',
-                      pid, exc)
-
     def _watch(self, proc):
         code = proc.wait()
         record = self.record or {}
@@ -356,19 +286,6 @@ class Supervisor:
             timer.cancel()
         LOG.info('Workload pid %d exited with %d', proc.pid, code)
         self._tell_exit(record)
-
-    def _tell_exit(self, record):
-        """An exit nobody asked for (not a stop the conductor waits on):
-        let the conductor know now rather than at its next poll."""
-        hook = self.exit_hook
-        reason = (record.get('stop') or {}).get('reason')
-        if hook is None or reason in (protocol.STOP_REQUEST,
-                                      protocol.STOP_UNDEPLOY):
-            return
-        try:
-            hook()
-        except Exception:
-            LOG.exception('Could not tell the conductor of the exit')
 
     def status(self):
         with self.lock:
@@ -413,63 +330,3 @@ class Supervisor:
                     'privileged': record.get('privileged'),
                     'walltime': record.get('walltime'),
                     'stop': record.get('stop'), 'stages': stages}
-
-    def stop(self, grace=DEFAULT_GRACE, reason=protocol.STOP_REQUEST):
-        """The image's StopSignal to the container's init, SIGKILL to its
-        whole cgroup after ``grace`` seconds; records how it ended."""
-        try:
-            grace = float(grace)
-        except (TypeError, ValueError):
-            raise WorkloadError('grace must be a number of seconds, got %r'
-                                % (grace,)) from None
-        if grace < 0:
-            raise WorkloadError('grace must be 0 or more seconds, got %r'
-                                % grace)
-        with self.lock:
-            record = self.record
-            running = record is not None and self._running()
-            if running and record.get('stop'):
-                running = False     # another stop is under way
-        if not running:
-            return self.status()
-        pid = record['pid']
-        number = record.get('stop_signal') or int(signal.SIGTERM)
-        name = oci.signal_name(number)
-        t0 = time.monotonic()
-        with self.lock:
-            record['stop'] = {'reason': reason, 'signal': name,
-                              'grace': grace, 'killed': False,
-                              'seconds': None, 'requested': time.time()}
-            self._save()
-        LOG.info('Stopping workload pid %d: %s, SIGKILL after %.1f s (%s)',
-                 pid, name, grace, reason)
-        self.runtime.kill(number, False, record.get('container_pid'),
-                          record['pid'])
-        if not self._wait_end(grace):
-            LOG.warning('Workload pid %d outlived %s by %.1f s: SIGKILL to '
-                        'its cgroup', pid, name, grace)
-            record['stop']['killed'] = True
-            self.runtime.kill('KILL', True, record.get('container_pid'),
-                              record['pid'])
-            if not self._wait_end(KILL_WAIT):
-                LOG.error('Workload pid %d survived SIGKILL for %d s', pid,
-                          KILL_WAIT)
-        with self.lock:
-            record['stop']['seconds'] = round(time.monotonic() - t0, 3)
-            if (self.proc is None and not record.get('ended')
-                    and not self._running()):
-                # Not our child (the agent restarted): its exit code is
-                # lost, only the end time is known.
-                record['ended'] = time.time()
-            self._save()
-        return self.status()
-
-    def _wait_end(self, seconds):
-        deadline = time.monotonic() + seconds
-        while True:
-            with self.lock:
-                if not self._running():
-                    return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)

@@ -352,11 +352,9 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
     @periodics.node_periodic(
         purpose='watching container workloads',
         spacing=lambda: CONF.container.workload_poll_interval,
-        filters={'provision_state': states.ACTIVE, 'reserved': False,
-                 'maintenance': False},
+        filters=workload_watch.FILTERS,
         predicate_extra_fields=['driver_internal_info'],
-        predicate=lambda n: ((n.driver_internal_info.get(
-            run_report.INTERNAL_KEY) or {}).get('state') == 'running'),
+        predicate=workload_watch.running,
     )
     def _watch_workload(self, task, manager, context):
         workload_watch.check(task)

@@ -62,10 +62,22 @@ def _status(task, notify_exit=False):
                             else None, timeout=30)
 
 
+#: The nodes the periodic watch looks at (node_periodic filters)...
+FILTERS = {'provision_state': states.ACTIVE, 'reserved': False,
+           'maintenance': False}
+
+
+def running(node):
+    """... and of those, the ones whose run is on (its predicate)."""
+    return (run_report.get(node) or {}).get('state') == 'running'
+
+
 def watched(node):
-    """Whether the node's workload is watched (the periodic's filter)."""
-    return (node.provision_state == states.ACTIVE and not node.maintenance
-            and (run_report.get(node) or {}).get('state') == 'running')
+    """Whether the node's workload is watched (by the periodic, whatever
+    its lock)."""
+    return (node.provision_state == FILTERS['provision_state']
+            and bool(node.maintenance) == FILTERS['maintenance']
+            and running(node))
 
 
 #: How long after the deploy's last step the first check may wait for
