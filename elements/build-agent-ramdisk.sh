@@ -114,7 +114,7 @@ START=$(date +%s)
 
 # --- host tools diskimage-builder calls ------------------------------------
 missing=""
-for tool in sudo:sudo debootstrap:debootstrap cpio:cpio gzip:gzip \
+for tool in sudo:sudo debootstrap:debootstrap cpio:cpio gzip:gzip zstd:zstd \
         mmdebstrap:- ; do
     if [ "${tool#*:}" != - ] && ! command -v "${tool%%:*}" >/dev/null; then
         missing="$missing ${tool#*:}"
@@ -173,4 +173,5 @@ fi
 [ -s "$OUT.kernel" ] && [ -s "$OUT.initramfs" ]
 echo "$HASH" > "$OUT.inputs"
 echo "build-agent-ramdisk: done in $(( $(date +%s) - START )) s"
+grep -o 'bmc-agent: initramfs .*' "$LOG" | tail -n 1 || true
 ls -l "$OUT.kernel" "$OUT.initramfs"
