@@ -44,6 +44,7 @@ from ironic.conductor import utils as manager_utils
 from ironic.conf import CONF
 from ironic.drivers import utils as driver_utils
 from oslo_log import log
+import tenacity
 
 from ironic_bmc import image_properties
 
@@ -135,6 +136,22 @@ def validate(task):
             image_properties.check_boot_image(task.node, key, info)
 
 
+@tenacity.retry(retry=tenacity.retry_if_exception_type(FileNotFoundError),
+                stop=tenacity.stop_after_attempt(4),
+                wait=tenacity.wait_random(0.1, 0.5), reraise=True)
+def _cache_boot_files(task, images):
+    """Link the boot files into the node's directory from Ironic's master
+    image cache.
+
+    The cache's clean-up lists the master directory, then stats each
+    file; a download of another node's files that completes in between
+    (its temporary file renamed) makes that stat fail with
+    FileNotFoundError.  Seen with 200 deploys at once (the scale
+    benchmark): the cache is consistent, and the call is made again.
+    """
+    pxe_utils.cache_ramdisk_kernel(task, images, ipxe_enabled=True)
+
+
 def prepare(task, ramdisk_params, extra_kernel_args=()):
     """Stage the boot files and the iPXE script; set PXE boot.
 
@@ -162,7 +179,7 @@ def prepare(task, ramdisk_params, extra_kernel_args=()):
         options['bmc_modules_path'] = '/'.join(
             [CONF.deploy.http_url, node.uuid, LABEL_MODULES])
     pxe_utils.create_pxe_config(task, options, TEMPLATE, ipxe_enabled=True)
-    pxe_utils.cache_ramdisk_kernel(task, images, ipxe_enabled=True)
+    _cache_boot_files(task, images)
     manager_utils.node_set_boot_device(task, boot_devices.PXE,
                                        persistent=True)
 

@@ -50,7 +50,9 @@ DRIVER = 'container-fake-hardware'
 #: The scale lab's own ports and name: it may run next to another lab.
 PORTS = lab_settings.Ports(ironic_api=36385, http=38080, registry=35050,
                            nfs=32049, ipmi_base=36230, agent_base=39900)
-AGENTS_PORT = 37000
+#: The simulated agents listen on a free port of 127.0.0.1 (their callback
+#: URLs name it).
+AGENTS_PORT = 0
 NAME = 'bmc-scale'
 #: The conductor logs this once per rootfs artifact it builds.
 BUILT = 'Built rootfs artifact'

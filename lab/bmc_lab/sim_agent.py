@@ -72,6 +72,8 @@ STEPS = (protocol.STEP_STAGE_ROOTFS, protocol.STEP_START_WORKLOAD,
 OUTPUT = b'simulated workload output\n'
 _API_HEADERS = {'X-OpenStack-Ironic-API-Version': 'latest'}
 _LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+#: Provision states in which a powered-on machine stays up.
+_ALIVE = ('deploying', 'wait call-back', 'active')
 
 
 class StepFailed(Exception):
@@ -128,7 +130,7 @@ class Node:
         self.heartbeats = True
         self.notify_exit = False
         self.workload = None
-        self.last_state = None
+        self.alive = False
         self.interval = 300.0
         self.next_heartbeat = 0.0
 
@@ -223,16 +225,31 @@ class SimAgents:
                 self.count('api_poll_errors')
                 continue
             for item in resp.json()['nodes']:
-                node = self.nodes.get(item['uuid'])
-                if node is None:
-                    continue
-                state = item['provision_state']
-                if (state == 'wait call-back' and node.last_state != state
-                        and item['power_state'] == 'power on'):
-                    generation = node.boot()
-                    threading.Thread(target=self._boot, daemon=True,
-                                     args=(node, generation)).start()
-                node.last_state = state
+                self.observe(item)
+
+    def observe(self, item):
+        """One node as the API lists it: boot it when it was powered on
+        for a deploy; True when it boots now."""
+        node = self.nodes.get(item['uuid'])
+        if node is None:
+            return False
+        state = item['provision_state']
+        powered = item['power_state'] == 'power on'
+        if node.alive and (not powered or state not in _ALIVE):
+            # Powered off (a job's end, an undeploy): the machine
+            # and its agent are gone.
+            node.alive = False
+        elif (not node.alive and powered
+                and state == 'wait call-back'):
+            # Powered on for a deploy: it boots, once.  The node
+            # comes back to "wait call-back" after each step; the
+            # machine does not boot again for that.
+            node.alive = True
+            generation = node.boot()
+            threading.Thread(target=self._boot, daemon=True,
+                             args=(node, generation)).start()
+            return True
+        return False
 
     def _boot(self, node, generation):
         """Firmware, then the agent: boot files, lookup, heartbeat."""

@@ -68,6 +68,35 @@ class DHCPTestCase(base.ContainerDeployTestCase):
                                'ironic-%s.conf' % MAC)) as f:
             self.assertIn(tag, f.read())
 
+    @mock.patch.object(boot_files.manager_utils, 'node_set_boot_device',
+                       autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'cache_ramdisk_kernel',
+                       autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'create_pxe_config',
+                       autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'build_pxe_config_options',
+                       autospec=True, return_value={})
+    @mock.patch.object(boot_files.pxe_utils, 'create_ipxe_boot_script',
+                       autospec=True)
+    def test_cache_race_is_tried_again(self, mock_script, mock_options,
+                                       mock_config, mock_cache, mock_boot):
+        # Ironic's cache clean-up stats a temporary file another node's
+        # download has just renamed.
+        gone = FileNotFoundError(2, 'No such file or directory')
+        mock_cache.side_effect = [gone, gone, None]
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            boot_files.prepare(task, {})
+        self.assertEqual(3, mock_cache.call_count)
+        mock_boot.assert_called_once_with(mock.ANY, mock.ANY,
+                                          persistent=True)
+        # Not forever.
+        mock_cache.reset_mock()
+        mock_cache.side_effect = gone
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertRaises(FileNotFoundError, boot_files.prepare, task,
+                              {})
+        self.assertEqual(4, mock_cache.call_count)
+
     @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
                        autospec=True)
     def test_prepare_adds_provisioning_network(self, mock_power):

@@ -157,3 +157,22 @@ def test_api_needs_the_token_and_refuses_a_second_command(sim, tmp_path):
             'execute_deploy_step']
     finally:
         sim.stop()
+
+
+def test_a_machine_boots_once_per_power_on(sim, monkeypatch):
+    booted = []
+    monkeypatch.setattr(sim, '_boot', lambda node, gen: booted.append(gen))
+
+    def seen(state, power):
+        return sim.observe({'uuid': UUID, 'provision_state': state,
+                            'power_state': 'power %s' % power})
+
+    assert not seen('available', 'off')
+    assert seen('wait call-back', 'on')
+    # Back to "wait call-back" after each step: no second boot.
+    for state in ('deploying', 'wait call-back', 'deploying', 'active'):
+        assert not seen(state, 'on')
+    assert not seen('active', 'off')        # the job ended
+    assert seen('wait call-back', 'on')     # the next deploy boots again
+    time.sleep(0.1)
+    assert booted == [1, 2]
