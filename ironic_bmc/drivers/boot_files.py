@@ -31,6 +31,7 @@ Resolution, first match wins:
 import os
 import secrets
 import shutil
+import threading
 
 from ironic.common import boot_devices
 from ironic.common import dhcp_factory
@@ -136,6 +137,9 @@ def validate(task):
             image_properties.check_boot_image(task.node, key, info)
 
 
+_CACHE_TURN = threading.Lock()
+
+
 @tenacity.retry(retry=tenacity.retry_if_exception_type(FileNotFoundError),
                 stop=tenacity.stop_after_attempt(4),
                 wait=tenacity.wait_random(0.1, 0.5), reraise=True)
@@ -148,8 +152,12 @@ def _cache_boot_files(task, images):
     (its temporary file renamed) makes that stat fail with
     FileNotFoundError.  Seen with 200 deploys at once (the scale
     benchmark): the cache is consistent, and the call is made again.
+    Within this conductor the calls take turns (a cached file is only
+    linked, so the turn is short); another process sharing the master
+    directory can still race, hence the retries.
     """
-    pxe_utils.cache_ramdisk_kernel(task, images, ipxe_enabled=True)
+    with _CACHE_TURN:
+        pxe_utils.cache_ramdisk_kernel(task, images, ipxe_enabled=True)
 
 
 def prepare(task, ramdisk_params, extra_kernel_args=()):

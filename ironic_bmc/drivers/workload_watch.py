@@ -115,6 +115,11 @@ def _first_check(context, node_uuid, deploy_id):
                         == deploy_id):
                     check(task)
                 return
+        except exception.NodeLocked:
+            # Busy (a heartbeat, a poll of its own): nothing is lost.
+            LOG.info('Node %s is busy; its workload is checked by the '
+                     'periodic watch instead of a first check', node_uuid)
+            return
         except Exception:
             LOG.exception('The first check of the workload of node %s '
                           'failed; the periodic one follows', node_uuid)

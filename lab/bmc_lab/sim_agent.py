@@ -176,9 +176,7 @@ class SimAgents:
         class Handler(_Handler):
             sim = agents
 
-        self._server = http.server.ThreadingHTTPServer(
-            ('127.0.0.1', self.port), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(('127.0.0.1', self.port), Handler)
         self.cert, key = self_signed_pem()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         with tempfile.TemporaryDirectory() as tmp:
@@ -187,8 +185,11 @@ class SimAgents:
                 with open(path, 'w') as f:
                     f.write(pem)
             context.load_cert_chain(*paths)
-        self._server.socket = context.wrap_socket(self._server.socket,
-                                                  server_side=True)
+        # The TLS handshake happens in each request's thread, not in the
+        # one that accepts (hundreds of agents connect at once).
+        self._server.socket = context.wrap_socket(
+            self._server.socket, server_side=True,
+            do_handshake_on_connect=False)
         self.port = self._server.server_address[1]
         for target in (self._server.serve_forever, self._watch,
                        self._heartbeat_loop):
@@ -474,6 +475,12 @@ class SimAgents:
                            'finished': True},
                 'results': {p: {'error': 'not simulated'}
                             for p in args.get('results') or ()}}
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    #: Hundreds of nodes' conductor calls may arrive at once.
+    request_queue_size = 1024
 
 
 def _step_name(record):

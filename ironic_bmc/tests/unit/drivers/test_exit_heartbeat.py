@@ -207,3 +207,14 @@ class FirstCheckTestCase(base.ContainerDeployTestCase):
         mock_check.side_effect = RuntimeError('db gone')
         workload_watch._first_check(self.context, self.node.uuid, 'x')
         mock_check.assert_called_once_with(mock.ANY)
+
+    def test_a_busy_node_is_left_to_the_periodic_watch(self, mock_check):
+        from ironic.common import exception
+        self._node(states.ACTIVE)
+        mock_check.side_effect = exception.NodeLocked(node=self.node.uuid,
+                                                      host='other')
+        with mock.patch.object(workload_watch.LOG, 'exception',
+                               autospec=True) as mock_log:
+            workload_watch._first_check(self.context, self.node.uuid, 'x')
+        mock_check.assert_called_once_with(mock.ANY)
+        mock_log.assert_not_called()
