@@ -341,6 +341,8 @@ def run_once(settings, count, out=print, timeout=1800, agents_port=AGENTS_PORT,
         spread = collections.Counter(
             n.conductor for n in lab_client.get_client(settings).node.list(
                 detail=True) if n.uuid in macs)
+        for uuid in failed:
+            failed[uuid] = '%s (%s)' % (failed[uuid], agents.describe(uuid))
         reports = _reports(settings, uuids)
         builds = {n: _log_since(p, offsets[p]).count(BUILT)
                   for n, p in zip(conductors, logs, strict=True)}

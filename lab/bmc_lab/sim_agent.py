@@ -209,7 +209,8 @@ class SimAgents:
 
     def error(self, node, msg):
         with self._lock:
-            self.errors.append('%s: %s' % (node.uuid, msg))
+            self.errors.append('%s: %s' % (
+                getattr(node, 'uuid', None), msg))
 
     # -- the machines: boot on "wait call-back" ------------------------------
 
@@ -225,8 +226,14 @@ class SimAgents:
             except requests.RequestException:
                 self.count('api_poll_errors')
                 continue
-            for item in resp.json()['nodes']:
-                self.observe(item)
+            try:
+                items = resp.json()['nodes']
+            except (ValueError, KeyError):
+                self.count('api_poll_errors')
+                continue
+            for item in items:
+                self._guarded(self.nodes.get(item['uuid']), self.observe,
+                              item)
 
     def observe(self, item):
         """One node as the API lists it: boot it when it was powered on
@@ -277,8 +284,8 @@ class SimAgents:
                     random.uniform(0.3, 0.6))
                 node.next_heartbeat = time.monotonic() + node.interval
             self.count('lookups')
-        except (requests.RequestException, KeyError, ValueError) as exc:
-            self.error(node, 'boot: %s' % exc)
+        except Exception as exc:
+            self.error(node, 'boot: %r' % exc)
             return
         self.heartbeat(node)
 
@@ -313,7 +320,30 @@ class SimAgents:
                         now >= node.next_heartbeat):
                     node.next_heartbeat = now + node.interval
                     self.count('periodic_heartbeats')
-                    self.heartbeat(node)
+                    self._guarded(node, self.heartbeat, node)
+
+    def _guarded(self, node, func, *args):
+        """``func(*args)``; a failure is recorded, never ends a loop."""
+        try:
+            return func(*args)
+        except Exception as exc:
+            self.count('sim_errors')
+            self.error(node, '%s: %r' % (func.__name__, exc))
+            return None
+
+    def describe(self, uuid):
+        """What the simulated agent of a node saw, for a failure."""
+        node = self.nodes.get(uuid)
+        if node is None:
+            return 'not simulated'
+        with node.lock:
+            last = node.commands[-1] if node.commands else {}
+            return ('agent: booted %d time(s), token %s, heartbeats %s, '
+                    'last command %s %s' % (
+                        node.generation, 'yes' if node.token else 'no',
+                        'on' if node.heartbeats else 'off',
+                        _step_name(last) or last.get('command_name'),
+                        last.get('command_status')))
 
     # -- IPA's command API ---------------------------------------------------
 
