@@ -22,6 +22,7 @@ call-back in nginx's access log (polled, so up to ``POLL`` late).
 import os
 import secrets
 import shutil
+import subprocess
 import time
 
 from ironic_bmc.kernel import artifact
@@ -64,6 +65,44 @@ def build_image(settings, tree, command, index=0):
             'url': '%s/%s/disk.img' % (settings.guest_http_url, SUBDIR)}
 
 
+#: The first bytes of a zstd frame.
+ZSTD_MAGIC = b'\x28\xb5\x2f\xfd'
+
+
+def _unzstd(path, out):
+    try:
+        res = subprocess.run(['zstd', '-dcq', path], stdout=out,
+                             stderr=subprocess.PIPE, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise procs.LabError('unpacking %s failed (the zstd package): %s'
+                             % (path, exc))
+    if res.returncode != 0:
+        raise procs.LabError('unpacking %s failed (exit %d): %s' % (
+            path, res.returncode, res.stderr.decode(errors='replace')[-400:]))
+
+
+def concatenate_initrds(parts, path):
+    """Write the initramfs archives ``parts`` as one file, in order.
+
+    A zstd-compressed part is written unpacked: Ironic's image cache
+    decompresses a file that starts as zstd
+    (``[conductor]disable_zstandard_decompression``) and keeps only what
+    that first frame holds, which would drop every part after it.
+    """
+    with open(path + '.tmp', 'wb') as out:
+        for part in parts:
+            with open(part, 'rb') as f:
+                if f.read(4) == ZSTD_MAGIC:
+                    out.flush()
+                    _unzstd(part, out)
+                else:
+                    f.seek(0)
+                    shutil.copyfileobj(f, out, 4 * 1024 * 1024)
+            out.write(b'\0' * (-out.tell() % 4))
+    os.replace(path + '.tmp', path)
+    return path
+
+
 def standalone_agent_ramdisk(settings):
     """The agent ramdisk with the lab kernel's modules appended.
 
@@ -74,13 +113,8 @@ def standalone_agent_ramdisk(settings):
     """
     parts = (settings.path('images', ironic_conf.AGENT_RAMDISK),
              settings.path('images', 'modules-default.cpio.gz'))
-    path = settings.path('images', 'agent-standalone.initramfs')
-    with open(path + '.tmp', 'wb') as out:
-        for part in parts:
-            with open(part, 'rb') as f:
-                shutil.copyfileobj(f, out, 4 * 1024 * 1024)
-            out.write(b'\0' * (-out.tell() % 4))
-    os.replace(path + '.tmp', path)
+    path = concatenate_initrds(
+        parts, settings.path('images', 'agent-standalone.initramfs'))
     return settings.path('images', ironic_conf.AGENT_KERNEL), path
 
 

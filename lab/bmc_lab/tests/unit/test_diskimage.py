@@ -19,6 +19,7 @@ import subprocess
 import pytest
 
 from bmc_lab import bench
+from bmc_lab import direct_job
 from bmc_lab import diskimage
 from bmc_lab import procs
 from bmc_lab import services
@@ -202,3 +203,32 @@ def test_bench_summary_and_table():
     assert re.search(r'^  fully local +not reached: x$', table, re.M)
     assert re.search(r'^stream app start, large / small \(goal <= 1\.2\) '
                      r'+1\.15$', table, re.M)
+
+
+def test_standalone_ramdisk_unpacks_a_zstd_agent(tmp_path):
+    """Ironic unpacks a file that starts as zstd and keeps only that
+    frame: the agent part is written unpacked, the modules after it."""
+    import gzip
+    import subprocess
+    agent_cpio = b'070701' + b'a' * 1000 + b'TRAILER!!!'
+    modules_cpio = b'070701' + b'm' * 500 + b'TRAILER!!!'
+    (tmp_path / 'agent.cpio').write_bytes(agent_cpio)
+    subprocess.run(['zstd', '-q', str(tmp_path / 'agent.cpio'), '-o',
+                    str(tmp_path / 'agent.initramfs')], check=True)
+    (tmp_path / 'modules.cpio.gz').write_bytes(gzip.compress(modules_cpio))
+    out = direct_job.concatenate_initrds(
+        [str(tmp_path / 'agent.initramfs'), str(tmp_path / 'modules.cpio.gz')],
+        str(tmp_path / 'standalone'))
+    data = open(out, 'rb').read()
+    assert not data.startswith(direct_job.ZSTD_MAGIC)
+    assert data.startswith(agent_cpio)
+    # Padded to 4 bytes, then the modules archive as it was.
+    rest = data[len(agent_cpio):].lstrip(b'\0')
+    assert gzip.decompress(rest) == modules_cpio
+    # A gzip'ed agent is copied as it is.
+    gz = tmp_path / 'agent.gz'
+    gz.write_bytes(gzip.compress(agent_cpio))
+    out = direct_job.concatenate_initrds([str(gz)], str(tmp_path / 'two'))
+    data = open(out, 'rb').read()
+    assert data[:len(gz.read_bytes())] == gz.read_bytes()
+    assert set(data[len(gz.read_bytes()):]) <= {0} and len(data) % 4 == 0
