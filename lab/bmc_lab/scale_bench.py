@@ -57,7 +57,6 @@ NAME = 'bmc-scale'
 #: The conductor logs this once per rootfs artifact it builds.
 BUILT = 'Built rootfs artifact'
 JOB = ['/bin/sh', '-c', 'echo simulated']
-_API_HEADERS = {'X-OpenStack-Ironic-API-Version': 'latest'}
 
 
 def lab_settings_for(state_dir, nodes, conductors):
@@ -123,7 +122,7 @@ def enroll(settings, count):
 
 def _nodes(settings):
     resp = requests.get(settings.api_url + '/v1/nodes', timeout=60,
-                        headers=_API_HEADERS,
+                        headers=sim_agent.API_HEADERS,
                         params={'fields': 'uuid,provision_state,'
                                 'power_state,last_error'})
     resp.raise_for_status()

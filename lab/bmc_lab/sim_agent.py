@@ -70,7 +70,8 @@ STEPS = (protocol.STEP_STAGE_ROOTFS, protocol.STEP_START_WORKLOAD,
          protocol.STEP_COLLECT_OUTPUT, protocol.STEP_QUIET_AGENT,
          protocol.STEP_APPLY_TUNABLES, protocol.STEP_NOISE_PROBE)
 OUTPUT = b'simulated workload output\n'
-_API_HEADERS = {'X-OpenStack-Ironic-API-Version': 'latest'}
+#: Headers of the simulated machines' and the benchmark's raw API calls.
+API_HEADERS = {'X-OpenStack-Ironic-API-Version': 'latest'}
 _LOOPBACK = ('127.0.0.1', 'localhost', '::1')
 #: Provision states in which a powered-on machine stays up.
 _ALIVE = ('deploying', 'wait call-back', 'active')
@@ -219,7 +220,7 @@ class SimAgents:
         while not self._stop.wait(self.poll_interval):
             try:
                 resp = session.get(
-                    self.api_url + '/v1/nodes', headers=_API_HEADERS,
+                    self.api_url + '/v1/nodes', headers=API_HEADERS,
                     params={'fields': 'uuid,provision_state,power_state'},
                     timeout=30)
                 resp.raise_for_status()
@@ -270,7 +271,7 @@ class SimAgents:
                     self.count('boot_file_bytes', len(resp.content))
             time.sleep(self.boot_seconds)
             resp = session.get(self.api_url + '/v1/lookup',
-                               headers=_API_HEADERS, timeout=60,
+                               headers=API_HEADERS, timeout=60,
                                params={'addresses': node.mac,
                                        'node_uuid': node.uuid})
             resp.raise_for_status()
@@ -297,7 +298,7 @@ class SimAgents:
         try:
             resp = requests.post(
                 '%s/v1/heartbeat/%s' % (self.api_url, node.uuid),
-                headers=_API_HEADERS, timeout=60,
+                headers=API_HEADERS, timeout=60,
                 json={'callback_url': self.callback_url(node),
                       'agent_token': token,
                       'agent_verify_ca': self.cert,
