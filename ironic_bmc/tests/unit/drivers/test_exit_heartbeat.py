@@ -127,30 +127,24 @@ class ExitHeartbeatTestCase(base.ContainerDeployTestCase):
                 'start', 'message')
         mock_status.assert_not_called()
 
-    @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
-    def test_deploy_heartbeat_waits_for_the_step_lock(self, mock_super,
-                                                      mock_status):
-        # The step's end heartbeat lands while the conductor that sent the
-        # step still holds the node: it is taken once that one lets go,
-        # not skipped.
-        self.config(node_locked_retry_interval=0.01, group='conductor')
-        # Still DEPLOYING: the conductor has sent the step and not yet
-        # saved the node.
-        self.node.provision_state = states.DEPLOYING
+    def _held_heartbeat(self, mock_super, state, released_at_try):
+        """A deploy heartbeat on a node another conductor holds, until
+        the ``released_at_try``-th try to reserve it; the tries."""
+        self.node.provision_state = state
         self.node.reservation = 'other-conductor'
         self.node.save()
-        released = []
+        tries = []
+        real_reserve = objects.Node.reserve
 
-        def release(*args, **kwargs):
-            if not released:
-                released.append(True)
+        def reserve(*args, **kwargs):
+            tries.append(True)
+            if len(tries) == released_at_try:
                 objects.Node.release(self.context, 'other-conductor',
                                      self.node.id)
             return real_reserve(*args, **kwargs)
 
-        real_reserve = objects.Node.reserve
         with mock.patch.object(objects.Node, 'reserve', autospec=True,
-                               side_effect=release):
+                               side_effect=reserve):
             with task_manager.acquire(self.context, self.node.uuid,
                                       shared=True) as task:
                 task.driver.deploy.heartbeat(task, 'http://x:9999',
@@ -158,11 +152,37 @@ class ExitHeartbeatTestCase(base.ContainerDeployTestCase):
                 self.assertFalse(task.shared)
                 mock_super.assert_called_once_with(
                     task.driver.deploy, task, 'http://x:9999', '13.0.0')
+        return len(tries)
+
+    @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
+    def test_deploy_heartbeat_waits_for_the_step_lock(self, mock_super,
+                                                      mock_status):
+        # The step's end heartbeat lands while the conductor that sent the
+        # step still holds the node (still DEPLOYING: it has sent the step
+        # and not yet saved the node): it is taken once that one lets go,
+        # not skipped.
+        self.config(node_locked_retry_interval=0.01, group='conductor')
+        self.assertEqual(1, self._held_heartbeat(
+            mock_super, states.DEPLOYING, released_at_try=1))
+
+    @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
+    def test_deploy_heartbeat_outwaits_a_busy_conductor(self, mock_super,
+                                                        mock_status):
+        # A busy conductor holds the node longer than one round of
+        # Ironic's lock retries: the heartbeat waits on, up to
+        # [container]heartbeat_lock_wait.
+        self.config(node_locked_retry_interval=0.01,
+                    node_locked_retry_attempts=2, group='conductor')
+        self.config(heartbeat_lock_wait=30, group='container')
+        # Released at the fifth try: the third round of two.
+        self.assertEqual(5, self._held_heartbeat(
+            mock_super, states.DEPLOYWAIT, released_at_try=5))
 
     @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
     def test_deploy_heartbeat_on_a_node_held_on(self, mock_super,
                                                 mock_status):
         self.config(node_locked_retry_interval=0.01, group='conductor')
+        self.config(heartbeat_lock_wait=1, group='container')
         self.node.provision_state = states.DEPLOYWAIT
         self.node.reservation = 'other-conductor'
         self.node.save()

@@ -81,6 +81,7 @@ class WithPartitionsTestCase(base.ContainerDeployTestCase):
                                   'started': 100.0, 'partitions': {
                                       'housekeeping_cpus': SERVICES,
                                       'workload_cpus': WORKLOAD}}}})
+            task.node.save()    # as Ironic does when the deploy resumes
         report = run_report.get(objects.Node.get_by_uuid(self.context,
                                                          self.node.uuid))
         self.assertEqual(WORKLOAD, report['tunables']['workload_cpus'][
@@ -155,6 +156,7 @@ class BootReportTestCase(base.ContainerDeployTestCase):
             # A later result does not replace it.
             step_hooks.after_stage_rootfs(task, {'command_result': {
                 'deploy_result': {'boot_times': {'uptime': 1.0}}}})
+            task.node.save()    # as Ironic does when the deploy resumes
         report = run_report.get(objects.Node.get_by_uuid(self.context,
                                                          self.node.uuid))
         self.assertEqual(9.5, report['boot']['phases'][
@@ -171,6 +173,7 @@ class BootReportTestCase(base.ContainerDeployTestCase):
         with task_manager.acquire(self.context, self.node.uuid) as task:
             step_hooks.after_apply_tunables(task, {'command_result': {
                 'deploy_result': {'boot_times': BOOT_TIMES}}})
+            task.node.save()    # as Ironic does when the deploy resumes
         boot = run_report.get(objects.Node.get_by_uuid(
             self.context, self.node.uuid))['boot']
         self.assertEqual({'firmware_s': 38.0, 'downloads_s': 2.0,

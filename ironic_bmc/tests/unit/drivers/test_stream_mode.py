@@ -171,6 +171,7 @@ class ReportTestCase(StreamTestCase):
                     'stream': {'device': '/dev/nbd0', 'cache_max': None,
                                'background_rate': 64 * MiB,
                                'fully_local': False}}}})
+            task.node.save()    # as Ironic does when the deploy resumes
 
     def _poll(self):
         with task_manager.acquire(self.context, self.node.uuid,
