@@ -40,6 +40,7 @@ import requests
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
 from bmc_lab import control
+from bmc_lab import cpu_profile
 from bmc_lab import ironic_conf
 from bmc_lab import procs
 from bmc_lab import settings as lab_settings
@@ -327,6 +328,9 @@ def run_once(settings, count, out=print, timeout=1800, agents_port=AGENTS_PORT,
         logs = [settings.log(n + '.log') for n in conductors]
         offsets = _log_offsets(logs + [settings.log('nginx-access.log')])
         meter = Meter(settings, conductors + ['ironic-api'])
+        samplers = [cpu_profile.Sampler(procs.pid_of(settings, name),
+                                        settings.log(name + '.pyspy.raw'))
+                    for name in conductors]
         out('scale: %d container deploys at once ...' % count)
         try:
             t0 = time.time()
@@ -336,6 +340,7 @@ def run_once(settings, count, out=print, timeout=1800, agents_port=AGENTS_PORT,
             used = meter.used()
             rss = meter.memory_mb()
         finally:
+            profile = cpu_profile.combine([s.stop() for s in samplers])
             agents.stop()
         spread = collections.Counter(
             n.conductor for n in lab_client.get_client(settings).node.list(
@@ -351,13 +356,14 @@ def run_once(settings, count, out=print, timeout=1800, agents_port=AGENTS_PORT,
         control.down(settings, out=None)
     result = summarize(count, settings.conductors, requested, seconds, done,
                        failed, reports, used, rss, builds, fake, agents,
-                       http_total, http_artifacts)
+                       http_total, http_artifacts, profile)
     result['nodes_per_conductor'] = dict(spread)
     return result
 
 
 def summarize(count, conductors, requested, seconds, done, failed, reports,
-              used, rss, builds, fake, agents, http_total, http_artifacts):
+              used, rss, builds, fake, agents, http_total, http_artifacts,
+              profile=None):
     for uuid, report in reports.items():
         if uuid in done and (report.get('state') != 'finished'
                              or report.get('workload_exit_code') != 0):
@@ -381,6 +387,11 @@ def summarize(count, conductors, requested, seconds, done, failed, reports,
         'conductor_cpu_ms_per_deploy_over_fake': round(
             per_deploy - fake['cpu_ms_per_deploy'], 1),
         'api_cpu_ms_per_deploy': round(used['ironic-api'] * 1000 / count, 1),
+        # The plugin's own share of it (see cpu_profile), or why unknown.
+        'plugin_cpu_ms_per_deploy': (
+            round(per_deploy * profile['plugin'], 1)
+            if profile and 'plugin' in profile else None),
+        'cpu_profile': profile or {'error': 'not sampled'},
         'conductor_peak_rss_mb': round(max(
             v for k, v in rss.items() if k != 'ironic-api'), 1),
         'builds_per_conductor': builds,
@@ -410,6 +421,8 @@ def format_rows(runs):
                  r['conductor_cpu_ms_per_deploy'],
                  r['fake_deploy_cpu_ms_per_deploy'],
                  r['conductor_cpu_ms_per_deploy_over_fake'])),
+            ('  of it the plugin\'s own code (py-spy, goal <= 50)',
+             _plugin_row(r)),
             ('  ironic-api CPU per deploy',
              '%.1f ms' % r['api_cpu_ms_per_deploy']),
             ('  conductor peak RSS', '%.1f MB' % r['conductor_peak_rss_mb']),
@@ -424,6 +437,17 @@ def format_rows(runs):
             ('  failures (goal 0)', str(r['failures'])),
         ]
     return rows
+
+
+def _plugin_row(r):
+    profile = r.get('cpu_profile') or {}
+    if r.get('plugin_cpu_ms_per_deploy') is None:
+        return 'unknown: %s' % profile.get('error', 'not sampled')
+    top = ', '.join('%s %.0f%%' % (f.split(' ')[0], share * 100)
+                    for f, share in profile['plugin_top'][:3])
+    return '%.1f ms (%.1f%% of %d samples; most in %s)' % (
+        r['plugin_cpu_ms_per_deploy'], profile['plugin'] * 100,
+        profile['samples'], top)
 
 
 def run(state_dir, count, conductor_counts=(1, 2), out=print):
@@ -448,6 +472,8 @@ def json_fields(runs):
                 r['conductor_cpu_ms_per_deploy'],
             prefix + 'conductor_cpu_ms_per_deploy_over_fake':
                 r['conductor_cpu_ms_per_deploy_over_fake'],
+            prefix + 'plugin_cpu_ms_per_deploy':
+                r.get('plugin_cpu_ms_per_deploy'),
             prefix + 'conductor_peak_rss_mb': r['conductor_peak_rss_mb'],
             prefix + 'builds_per_image': max(
                 r['builds_per_conductor'].values()),

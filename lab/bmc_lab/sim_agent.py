@@ -56,6 +56,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 import requests
+import tenacity
 
 from bmc_common import protocol
 from bmc_lab import settings as lab_settings
@@ -72,6 +73,8 @@ STEPS = (protocol.STEP_STAGE_ROOTFS, protocol.STEP_START_WORKLOAD,
 OUTPUT = b'simulated workload output\n'
 #: Headers of the simulated machines' and the benchmark's raw API calls.
 API_HEADERS = {'X-OpenStack-Ironic-API-Version': 'latest'}
+#: Seconds IPA keeps trying its lookup (ipa-lookup-timeout's default).
+LOOKUP_TIMEOUT = 300
 _LOOPBACK = ('127.0.0.1', 'localhost', '::1')
 #: Provision states in which a powered-on machine stays up.
 _ALIVE = ('deploying', 'wait call-back', 'active')
@@ -270,12 +273,7 @@ class SimAgents:
                 if resp.status_code == 200:
                     self.count('boot_file_bytes', len(resp.content))
             time.sleep(self.boot_seconds)
-            resp = session.get(self.api_url + '/v1/lookup',
-                               headers=API_HEADERS, timeout=60,
-                               params={'addresses': node.mac,
-                                       'node_uuid': node.uuid})
-            resp.raise_for_status()
-            config = resp.json()['config']
+            config = self._lookup(session, node)
             with node.lock:
                 if node.generation != generation:
                     return
@@ -289,6 +287,31 @@ class SimAgents:
             self.error(node, 'boot: %r' % exc)
             return
         self.heartbeat(node)
+
+    def _lookup(self, session, node):
+        """IPA's lookup: tried again on any refusal (409 while the
+        conductor holds the node, 404 before the deploy waits for it),
+        with IPA's random exponential wait (at most 30 s) between tries,
+        for up to LOOKUP_TIMEOUT seconds (ipa-lookup-timeout)."""
+        def get():
+            return session.get(self.api_url + '/v1/lookup',
+                               headers=API_HEADERS, timeout=60,
+                               params={'addresses': node.mac,
+                                       'node_uuid': node.uuid})
+
+        def refused(state):
+            state.outcome.result().raise_for_status()
+            raise requests.HTTPError(
+                'lookup: %d' % state.outcome.result().status_code)
+
+        resp = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda r: r.status_code != 200),
+            wait=tenacity.wait_random_exponential(multiplier=1, max=30),
+            stop=tenacity.stop_after_delay(LOOKUP_TIMEOUT),
+            before_sleep=lambda state: self.count('lookup_retries'),
+            retry_error_callback=refused,
+            sleep=lambda seconds: time.sleep(seconds))(get)
+        return resp.json()['config']
 
     def heartbeat(self, node):
         with node.lock:

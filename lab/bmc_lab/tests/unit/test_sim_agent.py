@@ -176,3 +176,38 @@ def test_a_machine_boots_once_per_power_on(sim, monkeypatch):
     assert seen('wait call-back', 'on')     # the next deploy boots again
     time.sleep(0.1)
     assert booted == [1, 2]
+
+
+class _Answers:
+    """A session whose lookups answer ``codes`` in turn."""
+
+    def __init__(self, codes):
+        self.codes = list(codes)
+        self.calls = 0
+
+    def get(self, url, **kwargs):
+        self.calls += 1
+        resp = requests.Response()
+        resp.status_code = self.codes.pop(0)
+        resp._content = json.dumps({'config': {'agent_token': TOKEN}}
+                                   ).encode()
+        return resp
+
+
+def test_lookup_tries_again_while_the_conductor_holds_the_node(
+        sim, monkeypatch):
+    # Ironic answers 409 while the conductor holds the node, as IPA's
+    # lookup expects; the simulated agent does not give up on it.
+    monkeypatch.setattr(sim_agent.time, 'sleep', lambda s: None)
+    session = _Answers([409, 409, 404, 200])
+    config = sim._lookup(session, sim.nodes[UUID])
+    assert config == {'agent_token': TOKEN}
+    assert session.calls == 4
+    assert sim.stats['lookup_retries'] == 3
+
+
+def test_lookup_gives_up_after_ipas_timeout(sim, monkeypatch):
+    monkeypatch.setattr(sim_agent.time, 'sleep', lambda s: None)
+    monkeypatch.setattr(sim_agent, 'LOOKUP_TIMEOUT', 0)
+    with pytest.raises(requests.HTTPError):
+        sim._lookup(_Answers([409]), sim.nodes[UUID])
