@@ -407,7 +407,15 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             if workload_watch.watched(node):
                 LOG.info('The agent of node %s heartbeats: its workload '
                          'ended; reading it now', node.uuid)
-                workload_watch.check(task)
+                try:
+                    workload_watch.check(task)
+                except exception.NodeLocked as exc:
+                    # E.g. a dead conductor's lock, until its take-over
+                    # clears it: not the run's error.  The periodic watch
+                    # reads the workload once the node is free.
+                    LOG.info('Node %(node)s is locked; its workload is '
+                             'read by the periodic watch: %(err)s',
+                             {'node': node.uuid, 'err': exc})
             else:
                 LOG.debug('Heartbeat from node %(node)s, whose workload is '
                           'not watched (run %(state)s); nothing to do',

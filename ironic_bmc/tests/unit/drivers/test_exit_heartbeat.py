@@ -100,6 +100,27 @@ class ExitHeartbeatTestCase(base.ContainerDeployTestCase):
                                                          self.node.uuid))
         self.assertEqual('finished', report['state'])
 
+    @mock.patch.object(base.container_deploy.manager_utils,
+                       'node_power_action', autospec=True)
+    def test_exit_heartbeat_on_a_node_still_locked(self, mock_power,
+                                                   mock_status):
+        # A conductor died holding the node; its survivor gets the exit
+        # heartbeat before the dead one's lock is cleared.  Not an error
+        # of the run (Ironic would record "Async execution of heartbeat
+        # failed" in last_error): the periodic watch reads it later.
+        self.config(node_locked_retry_interval=0.01, group='conductor')
+        self.node.reservation = 'dead-conductor'
+        self.node.save()
+        mock_status.return_value = {'state': 'exited', 'exit_code': 0}
+        with task_manager.acquire(self.context, self.node.uuid,
+                                  shared=True) as task:
+            task.driver.deploy.heartbeat(task, 'http://10.0.2.15:9999',
+                                         '13.0.0')
+        mock_power.assert_not_called()
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        self.assertEqual('running', run_report.get(node)['state'])
+        self.assertIsNone(node.last_error)
+
     @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
     def test_a_late_heartbeat_is_not_an_error(self, mock_super, mock_status):
         report = run_report.get(self.node)
