@@ -87,8 +87,8 @@ def _stream_cache(node, container):
 
 
 def _wait_for_lock(task, seconds):
-    """Upgrade the task's lock, trying for ``seconds``; whether it is
-    exclusive now (if not, Ironic's heartbeat logs it and skips it).
+    """Upgrade the task's lock, trying for ``seconds`` (if it stays
+    shared, Ironic's heartbeat logs it and skips it).
 
     Each try is a round of Ironic's own retries
     ([conductor]node_locked_retry_attempts x _interval), and the rounds
@@ -101,8 +101,7 @@ def _wait_for_lock(task, seconds):
             wait=tenacity.wait_fixed(CONF.conductor.node_locked_retry_interval),
             reraise=True)(task.upgrade_lock)(purpose='heartbeat', retry=True)
     except exception.NodeLocked:
-        return False
-    return True
+        pass
 
 
 class ContainerDeploy(service_steps.ServiceStepsMixin,

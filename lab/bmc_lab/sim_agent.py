@@ -310,7 +310,7 @@ class SimAgents:
             stop=tenacity.stop_after_delay(LOOKUP_TIMEOUT),
             before_sleep=lambda state: self.count('lookup_retries'),
             retry_error_callback=refused,
-            sleep=lambda seconds: time.sleep(seconds))(get)
+            sleep=time.sleep)(get)
         return resp.json()['config']
 
     def heartbeat(self, node):
