@@ -27,6 +27,7 @@ from ipa_hardware_manager import nodeos
 from ipa_hardware_manager import noise
 from ipa_hardware_manager import tunables as applier
 from ipa_hardware_manager import tunables_base
+from ipa_hardware_manager import workload
 from bmc_common import protocol
 from bmc_common.tunables import profiles
 from bmc_common.tunables import schema
@@ -114,14 +115,23 @@ def partitions_at_start(container_pid, state_dir=None):
     """The NodeOS partitions read back once the workload runs: the
     services' and the workload cgroup's effective CPUs, the container
     init's affinity; None without a low-noise profile.  Never fails the
-    start: what cannot be read is said in the result."""
+    start: what cannot be read is said in the result.
+
+    A job can end before the read does (the runtime then removes the
+    workload's cgroup): what was read is not what the workload ran
+    under, and only ``ended`` is returned.
+    """
     record = applier.load_state(state_dir or applier.STATE_DIR) or {}
     if not record.get('workload_cpus') or not container_pid:
         return None
     try:
-        return nodeos.read_back(tunables_base.Host(),
+        back = nodeos.read_back(tunables_base.Host(),
                                 set(record['housekeeping_cpus']),
                                 set(record['workload_cpus']), container_pid)
     except Exception as exc:
         LOG.exception('Could not read the NodeOS partitions back')
-        return {'error': 'cannot read the partitions back: %s' % exc}
+        back = {'error': 'cannot read the partitions back: %s' % exc}
+    if not workload.pid_alive(container_pid):
+        return {'ended': 'the workload ended before its partitions could '
+                         'be read back; "actual" is as they were applied'}
+    return back

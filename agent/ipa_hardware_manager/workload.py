@@ -62,7 +62,8 @@ DRAIN_TIMEOUT = 10
 WorkloadError = workload_args.WorkloadError
 
 
-def _pid_alive(pid):
+def pid_alive(pid):
+    """Whether ``pid`` runs."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -163,7 +164,7 @@ class Supervisor(workload_stop.StopMixin):
                 return False
             return True
         deadline = time.monotonic() + timeout
-        while record.get('keeper_pid') and _pid_alive(record['keeper_pid']):
+        while record.get('keeper_pid') and pid_alive(record['keeper_pid']):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
@@ -177,7 +178,7 @@ class Supervisor(workload_stop.StopMixin):
         if self.record and self.record.get('exit_code') is None:
             # Not our child (the agent restarted): the container's init
             # decides, as its ``crun run`` may have died with the agent.
-            return _pid_alive(self.record.get('container_pid')
+            return pid_alive(self.record.get('container_pid')
                               or self.record['pid'])
         return False
 

@@ -112,9 +112,11 @@ def after_start_workload(task, command):
 def with_partitions(tunables, partitions):
     """The tunables section with the NodeOS partitions as the agent read
     them back once the workload ran: each partition knob gains
-    ``at_start``, and is ``ok`` only if it still held then."""
+    ``at_start``, and is ``ok`` only if it still held then.  When they
+    could not be read (``error``), or the job ended first (``ended``),
+    ``at_start`` says so and ``ok`` is as applied."""
     out = dict(tunables)
-    if partitions.get('error'):
+    if partitions.get('error') or partitions.get('ended'):
         for name in ('housekeeping_cpus', 'workload_cpus'):
             if name in out:
                 out[name] = dict(out[name], at_start=partitions)

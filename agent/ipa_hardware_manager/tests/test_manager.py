@@ -173,9 +173,12 @@ class WorkloadStepsTest(unittest.TestCase):
             stop_signal='SIGINT', walltime=60, privileged=False,
             rlimits={'nofile': 10}, stop_grace=3, output_max=140000)
 
+    @mock.patch.object(workload, 'pid_alive', autospec=True,
+                       return_value=True)
     @mock.patch.object(steps_tunables.nodeos, 'read_back', autospec=True)
     @mock.patch.object(rootfs, 'load', autospec=True)
-    def test_start_reads_the_partitions_back(self, mock_load, mock_back):
+    def test_start_reads_the_partitions_back(self, mock_load, mock_back,
+                                             mock_alive):
         mock_load.return_value = {'root': '/r'}
         self.sup.start.return_value = {'pid': 42, 'container_pid': 43,
                                        'started': 1.0}
@@ -190,10 +193,32 @@ class WorkloadStepsTest(unittest.TestCase):
         self.assertEqual({'workload_cpus': {'ok': True}},
                          result['partitions'])
         self.assertEqual(({0}, {1, 2}, 43), mock_back.call_args[0][1:])
+        mock_alive.assert_called_once_with(43)
 
+    @mock.patch.object(workload, 'pid_alive', autospec=True,
+                       return_value=False)
+    @mock.patch.object(steps_tunables.nodeos, 'read_back', autospec=True)
+    def test_a_job_that_ended_before_the_read_back(self, mock_back,
+                                                   mock_alive):
+        # The runtime removed the workload's cgroup as the job ended.
+        mock_back.return_value = {'workload_cpus': {
+            'ok': False, 'error': 'cannot read the workload cgroup: '
+                                  '[Errno 2] No such file or directory'}}
+        with tempfile.TemporaryDirectory() as state:
+            with open(os.path.join(state, tunables.STATE_FILE), 'w') as f:
+                json.dump({'housekeeping_cpus': [0],
+                           'workload_cpus': [1]}, f)
+            back = steps_tunables.partitions_at_start(43, state_dir=state)
+        self.assertEqual(['ended'], list(back))
+        self.assertIn('ended before its partitions', back['ended'])
+        mock_alive.assert_called_once_with(43)
+
+    @mock.patch.object(workload, 'pid_alive', autospec=True,
+                       return_value=True)
     @mock.patch.object(steps_tunables.nodeos, 'read_back', autospec=True,
                        side_effect=RuntimeError('boom'))
-    def test_partitions_read_back_never_fails_the_start(self, mock_back):
+    def test_partitions_read_back_never_fails_the_start(self, mock_back,
+                                                        mock_alive):
         with tempfile.TemporaryDirectory() as state:
             with open(os.path.join(state, tunables.STATE_FILE), 'w') as f:
                 json.dump({'housekeeping_cpus': [0],

@@ -322,7 +322,7 @@ class SupervisorTest(unittest.TestCase):
         status = again.stop(grace=5)
         self.assertEqual('exited', status['state'])
         self.assertFalse(status['stop']['killed'])
-        self.assertFalse(workload._pid_alive(record['container_pid']))
+        self.assertFalse(workload.pid_alive(record['container_pid']))
 
     def test_user_and_privileged_reach_the_spec(self):
         root = os.path.join(self.tmp.name, 'root')

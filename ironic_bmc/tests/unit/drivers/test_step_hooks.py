@@ -67,6 +67,15 @@ class WithPartitionsTestCase(base.ContainerDeployTestCase):
         self.assertEqual(error, out['workload_cpus']['at_start'])
         self.assertEqual(error, out['housekeeping_cpus']['at_start'])
 
+    def test_a_job_that_ended_first_keeps_what_was_applied(self):
+        ended = {'ended': 'the workload ended before its partitions could '
+                          'be read back; "actual" is as they were applied'}
+        out = step_hooks.with_partitions(TUNABLES, ended)
+        for name in ('workload_cpus', 'housekeeping_cpus'):
+            self.assertEqual(ended, out[name]['at_start'])
+            self.assertTrue(out[name]['ok'])
+            self.assertNotIn('error', out[name])
+
     def test_the_hook_updates_the_report(self):
         report = run_report.new(self.node, deploy_info.parse(self.node))
         report['tunables'] = TUNABLES

@@ -78,6 +78,9 @@ do
     echo "$g $(cat /sys/fs/cgroup/$g/cpuset.cpus.effective)"
 done
 echo "partition $(cat /sys/fs/cgroup/bmc-workload/cpuset.cpus.partition)"
+# Outlive the agent's read-back at the start (a job that ends first is
+# reported "ended" instead: its cgroup is gone).
+sleep 8
 """
 
 
