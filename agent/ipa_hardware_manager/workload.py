@@ -179,7 +179,7 @@ class Supervisor(workload_stop.StopMixin):
             # Not our child (the agent restarted): the container's init
             # decides, as its ``crun run`` may have died with the agent.
             return pid_alive(self.record.get('container_pid')
-                              or self.record['pid'])
+                             or self.record['pid'])
         return False
 
     def start(self, root, command, env=None, workdir=None, user=None,
