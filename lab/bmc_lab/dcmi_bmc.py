@@ -80,6 +80,7 @@ import threading
 import time
 
 import libvirt
+from pyghmi.ipmi.private import serversession
 from virtualbmc import vbmc
 
 LOG = logging.getLogger(__name__)
@@ -350,6 +351,35 @@ def libvirt_probe(uri, domain_name, clock=time.monotonic):
             raise
 
     return probe
+
+
+def _drop_stray_session_packet(session, data, sockaddr):
+    """Stands in for the ``sessionless_data`` pyghmi's ServerSession lacks.
+
+    pyghmi (1.6.19) never expires a ServerSession, so every earlier
+    client's session stays registered under its (address, UDP port), and
+    each ipmitool run is a new client.  A new ipmitool that gets a used
+    source port opens with a sessionless IPMI 1.5 request (Get Channel
+    Authentication Capabilities, sequence number and session id 0); the
+    io thread queues it to the stale session.  If a second packet from
+    that port (the client's retransmission, when a slow libvirt call held
+    the main loop) is queued there too before the loop runs,
+    ``Session.process_pktqueue`` (session.py:1351-1363) hands the first
+    to the IpmiServer, unregistering the stale session
+    (``_handle_ipmi_packet``, session.py:1377-1386), then finds the sender
+    unregistered and calls ``self.sessionless_data`` on the ServerSession:
+    AttributeError, which ends ``listen`` and with it the BMC.
+
+    Drop that packet: the first copy was answered, and whatever the client
+    sends next reaches the IpmiServer, the sender being unregistered now.
+    """
+    LOG.warning('dropped a packet from %s queued to a stale IPMI session '
+                '(the client retries)', sockaddr)
+
+
+# Narrow: only that call, and only while pyghmi has no such method itself.
+if not hasattr(serversession.ServerSession, 'sessionless_data'):
+    serversession.ServerSession.sessionless_data = _drop_stray_session_packet
 
 
 class DCMIVirtualBMC(vbmc.VirtualBMC):

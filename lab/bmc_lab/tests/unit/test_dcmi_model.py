@@ -1,9 +1,15 @@
 
 
-"""The lab BMC's watts model and DCMI encoding (no sockets, no libvirt)."""
+"""The lab BMC's watts model and DCMI encoding (no libvirt).
 
+Only the IPMI session test opens sockets: UDP on 127.0.0.1.
+"""
+
+import socket
 import struct
+import time
 
+from pyghmi.ipmi.private import session as ipmisession
 import pytest
 
 from bmc_lab import dcmi_bmc
@@ -201,3 +207,103 @@ def test_cli_refuses_a_bad_model():
     with pytest.raises(SystemExit) as ctx:
         dcmi_bmc.main(['--domain', 'x', '--idle-watts', '500'])
     assert 'power model' in str(ctx.value.code)
+
+
+# --- IPMI sessions: what ipmitool -I lanplus sends, by hand ---------------
+
+
+def _checksum(*data):
+    return -sum(data) & 0xFF
+
+
+def _get_channel_auth_cap():
+    """Get Channel Authentication Capabilities (channel 0Eh, IPMI v2.0
+    extended data, administrator) as IPMI 1.5: no auth, sequence number 0,
+    session id 0."""
+    head = [0x20, 0x06 << 2]
+    body = [0x81, 0x00, 0x38, 0x8E, 0x04]
+    msg = head + [_checksum(*head)] + body + [_checksum(*body)]
+    return bytes([0x06, 0x00, 0xFF, 0x07, 0x00] + [0] * 8 + [len(msg)]
+                 + msg)
+
+
+def _open_session_request():
+    """RMCP+ Open Session Request (payload type 10h), cipher suite 3."""
+    data = bytes([0x01, 0x04, 0x00, 0x00]) + b'\xa4\xa3\xa2\xa0' + bytes(
+        [0x00, 0x00, 0x00, 0x08, 0x01, 0x00, 0x00, 0x00,
+         0x01, 0x00, 0x00, 0x08, 0x01, 0x00, 0x00, 0x00,
+         0x02, 0x00, 0x00, 0x08, 0x01, 0x00, 0x00, 0x00])
+    return (bytes([0x06, 0x00, 0xFF, 0x07, 0x06, 0x10]) + bytes(8)
+            + struct.pack('<H', len(data)) + data)
+
+
+def _free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def _answer(client, timeout=10):
+    """The BMC's next packet to ``client``, running pyghmi's event loop
+    (what ``listen`` does) until it comes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return bytearray(client.recv(3000))
+        except BlockingIOError:
+            ipmisession.Session.wait_for_rsp(0.05)
+    pytest.fail('the BMC did not answer')
+
+
+@pytest.fixture
+def udp_bmc():
+    """The real DCMIVirtualBMC on a free 127.0.0.1 port (a fake meter:
+    libvirt is never asked) and a client socket; the test drives the
+    event loop.  pyghmi's process-wide state is put back afterwards."""
+    port = _free_udp_port()
+    b = dcmi_bmc.DCMIVirtualBMC(
+        'admin', 'password', port, '127.0.0.1', 'n0', 'test:///default',
+        meter=_meter(S(0.0, 0, 1, True)))
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.bind(('127.0.0.1', 0))
+    client.setblocking(False)
+    addr = client.getsockname()
+    yield b, client, port
+    client.close()
+    ipmisession.Session.bmc_handlers.pop(addr, None)
+    ipmisession.Session.bmc_handlers.pop(b.serversocket, None)
+    ipmisession.sessionqueue.clear()
+    ipmisession.iosockets.remove(b.serversocket)
+    b.serversocket.close()
+
+
+def test_packet_for_a_stale_session_is_dropped(udp_bmc, caplog):
+    """A new ipmitool on the source port of an old session: its first
+    request and a retransmission of it are both queued to the old session
+    before the loop runs.  pyghmi hands the first to the server and calls
+    the missing ServerSession.sessionless_data for the second; the BMC
+    drops it and keeps answering."""
+    b, client, port = udp_bmc
+    bmc_addr = ('127.0.0.1', port)
+    # An earlier client's session on this source port (never expires).
+    client.sendto(_open_session_request(), bmc_addr)
+    assert _answer(client)[5] == 0x11  # Open Session Response
+    stale = ipmisession.Session.bmc_handlers[client.getsockname()][port]
+    client.sendto(_get_channel_auth_cap(), bmc_addr)
+    client.sendto(_get_channel_auth_cap(), bmc_addr)
+    deadline = time.monotonic() + 10
+    while len(stale.pktqueue) < 2:
+        assert time.monotonic() < deadline, 'packets not queued'
+        time.sleep(0.01)
+    ipmisession.Session.wait_for_rsp(0)
+    assert 'queued to a stale IPMI session' in caplog.text
+    answer = _answer(client)
+    assert (answer[19], answer[20]) == (0x38, 0x00)  # auth caps, success
+    # Still serving: the next request and a new session on that port.
+    client.sendto(_get_channel_auth_cap(), bmc_addr)
+    answer = _answer(client)
+    assert (answer[19], answer[20]) == (0x38, 0x00)
+    client.sendto(_open_session_request(), bmc_addr)
+    assert _answer(client)[5] == 0x11
+    assert ipmisession.Session.bmc_handlers[client.getsockname()][port] \
+        is not stale
