@@ -276,15 +276,19 @@ class Supervisor(workload_stop.StopMixin):
                         'its output open', proc.pid, DRAIN_TIMEOUT)
         meter = self.meter
         energy = meter.stop() if meter is not None else None
+        timer = None
         with self.lock:
             if self.record and self.record.get('pid') == proc.pid:
                 self.record['exit_code'] = code
                 self.record['ended'] = time.time()
                 self.record['rapl'] = energy
                 self._save()
-            timer = self.timer
-        if timer is not None:
-            timer.cancel()
+                timer = self.timer      # this workload's, not a later one's
+        # A walltime stop under way records how it ended before the exit
+        # is told (and before this thread, which callers join, ends).
+        if not workload_stop.end_timer(timer, workload_stop.KILL_WAIT):
+            LOG.warning('The walltime stop of workload pid %d still runs',
+                        proc.pid)
         LOG.info('Workload pid %d exited with %d', proc.pid, code)
         self._tell_exit(record)
 

@@ -33,6 +33,18 @@ DEFAULT_GRACE = 10
 KILL_WAIT = 10
 
 
+def end_timer(timer, timeout=None):
+    """Cancel ``timer`` and wait up to ``timeout`` seconds for its callback,
+    if it already runs, to return.  Whether it has."""
+    if timer is None:
+        return True
+    timer.cancel()
+    if timer is threading.current_thread() or timer.ident is None:
+        return True
+    timer.join(timeout)
+    return not timer.is_alive()
+
+
 class StopMixin:
     """Stop, walltime and exit notice of the Supervisor."""
 
@@ -46,6 +58,12 @@ class StopMixin:
         self.timer.daemon = True
         self.timer.name = 'bmc-workload-walltime'
         self.timer.start()
+
+    def cancel_walltime(self, timeout=None):
+        """Disarm the walltime and wait up to ``timeout`` seconds for a stop
+        it already began to end, so that nothing writes the record after
+        this returns.  Whether the walltime thread has ended."""
+        return end_timer(self.timer, timeout)
 
     def _walltime_reached(self, pid):
         with self.lock:

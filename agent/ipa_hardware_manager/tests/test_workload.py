@@ -66,10 +66,12 @@ class SupervisorTest(unittest.TestCase):
         rec = self.sup.record
         if rec and rec.get('pid') and self.sup._running():
             os.killpg(rec['container_pid'], signal.SIGKILL)
+        # The walltime thread may be mid-stop: it must have saved the
+        # record for the last time before the state directory goes.
+        self.assertTrue(self.sup.cancel_walltime(15),
+                        'the walltime stop still runs')
         if self.sup.watcher is not None:
             self.sup.watcher.join(10)
-        if self.sup.timer is not None:
-            self.sup.timer.cancel()
 
     def _calls(self):
         with open(os.path.join(self.state, 'crun', 'calls')) as f:
@@ -263,7 +265,7 @@ class SupervisorTest(unittest.TestCase):
         self.sup.start('/', ['sleep', '30'], walltime=1)
         self.sup.timer.cancel()     # this agent "dies"
         again = workload.Supervisor(self.state, runtime=FAKE_CRUN)
-        self.addCleanup(again.timer.cancel)
+        self.addCleanup(lambda: self.assertTrue(again.cancel_walltime(15)))
         deadline = time.monotonic() + 15
         while again.status()['state'] == 'running':
             self.assertLess(time.monotonic(), deadline)

@@ -35,9 +35,13 @@ def _task():
 
 @pytest.fixture
 def client():
+    # Specced on the class the product calls, so a call that does not
+    # match ironic's AgentClient signatures fails here.
+    instance = mock.create_autospec(agent_calls.agent_client.AgentClient,
+                                    instance=True)
     with mock.patch.object(agent_calls.agent_client, 'get_client',
-                           autospec=True) as get_client:
-        yield get_client.return_value
+                           autospec=True, return_value=instance):
+        yield instance
 
 
 def test_result_of_a_finished_step(client):
