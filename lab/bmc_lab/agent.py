@@ -18,7 +18,9 @@ by a hash of its inputs); the lab kernel's modules initrd by
 where Ironic may read them through file:// URLs.
 """
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import os
 import shutil
@@ -52,19 +54,38 @@ def _link_or_copy(src, dst):
         shutil.copyfile(src, dst)
 
 
+@contextlib.contextmanager
+def _cache_lock(out):
+    """Hold the cache's lock: labs side by side (test workers) build the
+    ramdisk once, one after the other, never into each other's files."""
+    with open(os.path.join(AGENT_CACHE, '.lock'), 'a') as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            out('Another lab is building the agent ramdisk in %s; '
+                'waiting for it ...' % AGENT_CACHE)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure(settings, out=print):
     """Build (or reuse) the agent ramdisk and modules; return file paths."""
     if not os.path.exists(BUILD_SCRIPT):
         raise procs.LabError('%s is missing: the lab needs a source checkout '
                              'to build the agent ramdisk' % BUILD_SCRIPT)
     os.makedirs(AGENT_CACHE, exist_ok=True)
+    with _cache_lock(out):
+        return _ensure(settings, out)
+
+
+def _ensure(settings, out):
     prefix = os.path.join(AGENT_CACHE, 'bmc-agent')
     out('Building the agent ramdisk (cached in %s; the first build takes '
         'a few minutes) ...' % AGENT_CACHE)
-    procs.run(['bash', BUILD_SCRIPT, '-o', prefix,
-               '-w', os.path.join(AGENT_CACHE, 'build')],
-              'agent ramdisk build',
-              log_path=settings.log('agent-build.log'), timeout=1800)
+    procs.run_long(['bash', BUILD_SCRIPT, '-o', prefix,
+                    '-w', os.path.join(AGENT_CACHE, 'build')],
+                   'agent ramdisk build', settings.log('agent-build.log'),
+                   out=out, timeout=1800)
     version, _vmlinuz = smoke.lab_kernel()
     # Named by the module list too: a module added to the preset must not
     # be missing from a modules initrd cached before.

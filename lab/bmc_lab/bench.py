@@ -405,6 +405,8 @@ def _stream_rows(result):
 
 def main(settings, out=print, large_mb=1536, scale_nodes=200,
          scale_dir=None):
+    # A run stopped part-way left its deploy behind: undo it first.
+    container_job.reclaim(settings, out=out)
     result = run(settings, out=out, large_mb=large_mb)
     scale_runs = []
     if scale_nodes:

@@ -166,6 +166,8 @@ def _demo(args):
     settings = _loaded(args)
     agent.ensure(settings)
     image = container_job.push_demo_image(settings)
+    # A demo stopped part-way left its deploy behind: undo it first.
+    container_job.reclaim(settings)
     extra = {}
     if args.tunables:
         extra[protocol.II_TUNABLES] = args.tunables
@@ -203,6 +205,9 @@ def _scale(args):
 
 
 def main(argv=None):
+    # Progress lines as they happen, also when the output is a pipe or a
+    # file (tox, CI): a block-buffered stdout holds minutes of them back.
+    sys.stdout.reconfigure(line_buffering=True)
     args = _parser().parse_args(argv)
     if os.geteuid() != 0 and args.command in ('up', 'demo', 'bench', 'down',
                                               'tempest', 'scale'):
@@ -219,7 +224,9 @@ def main(argv=None):
             print(control.status(lab_settings.Settings(
                 state_dir=args.state_dir)))
         elif args.command == 'smoke':
-            result = smoke.run(_loaded(args))
+            settings = _loaded(args)
+            container_job.reclaim(settings)
+            result = smoke.run(settings)
             print(json.dumps(result, sort_keys=True))
         elif args.command == 'demo':
             return _demo(args)

@@ -41,6 +41,9 @@ echo "cpus:     $(grep -c ^processor /proc/cpuinfo)"
 echo "memory:   $(awk '/MemTotal/ {print $2 " kB"}' /proc/meminfo)"
 echo "root fs:  $(awk '$2 == "/" {print $3}' /proc/mounts | tail -n 1)"
 echo "message:  $DEMO_MESSAGE"
+echo "thp:      $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"
+# A job long enough for the BMC's power samples, when asked for.
+sleep "${DEMO_SLEEP:-0}"
 exit "${DEMO_EXIT_CODE:-0}"
 """
 
@@ -101,6 +104,45 @@ def push_demo_image(settings, tag=DEMO_TAG):
     return push_demo_image_with(
         settings, DEMO_REPO, {}, tag=tag,
         env=['PATH=/bin', 'DEMO_MESSAGE=set by the image'], workdir='/')
+
+
+#: States of a deploy, undeploy, clean or service still under way.
+BUSY_STATES = ('deploying', 'wait call-back', 'deleting', 'cleaning',
+               'clean wait', 'servicing', 'service wait', 'inspecting',
+               'inspect wait')
+#: What an earlier run may leave that undeploying returns to AVAILABLE.
+UNDEPLOYABLE_STATES = ('active', 'deploy failed', 'error')
+
+
+def reclaim(settings, index=0, out=print, timeout=900):
+    """Bring lab node ``index`` back to AVAILABLE from what an earlier run
+    left (a demo stopped mid-deploy leaves it deploying, then ACTIVE):
+    wait for a deploy or undeploy under way to end, then undeploy.  A
+    state this cannot undo is a LabError that says what to run."""
+    cli = lab_client.get_client(settings)
+    name = settings.node_name(index)
+    node = cli.node.get(name)
+    if node.provision_state in BUSY_STATES:
+        out('Node %s is %s (an earlier run); waiting for that to end ...'
+            % (name, node.provision_state))
+        deadline = time.monotonic() + timeout
+        while (node.provision_state in BUSY_STATES
+               and time.monotonic() < deadline):
+            time.sleep(2)
+            node = cli.node.get(name)
+    state = node.provision_state
+    if state == 'available':
+        return
+    if state in UNDEPLOYABLE_STATES:
+        out('Node %s was left %s by an earlier run; undeploying it first '
+            '...' % (name, state))
+        undeploy(settings, index, timeout=timeout)
+        return
+    raise procs.LabError(
+        'node %s is %s, not available: run "OS_AUTH_TYPE=none '
+        'OS_ENDPOINT=%s openstack baremetal node show %s" to see why, or '
+        '"bmc-lab down" then try again' % (name, state, settings.api_url,
+                                           name))
 
 
 def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,

@@ -23,6 +23,7 @@ from bmc_lab import nodes
 from bmc_lab import procs
 from bmc_lab import services
 from bmc_lab import settings as lab_settings
+from bmc_lab import supervisor
 
 #: Runtime state recreated by every ``up`` (logs are kept).
 RUNTIME_DIRS = ('ironic', 'httpboot', 'tftpboot', 'registry', 'nodes',
@@ -72,7 +73,10 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
     settings.save()
     try:
         _say(out, 'Starting libvirt, nginx, docker-registry, nfs-ganesha ...')
-        services.start_libvirt(settings)
+        with services.libvirt_held():
+            # (Defined, shut off: the lab's claim on the shared libvirtd.)
+            for i in range(settings.nodes):
+                nodes.define(settings, i)
         services.start_nginx(settings)
         services.start_registry(settings)
         services.start_nfs(settings)
@@ -89,7 +93,6 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
         for i in range(settings.nodes):
             _say(out, 'Creating node %s (IPMI on 127.0.0.1:%d) ...'
                  % (settings.node_name(i), settings.ports.ipmi(i)))
-            nodes.define(settings, i)
             services.start_bmc(settings, i)
             node = nodes.enroll(cli, settings, i, **enroll_interfaces)
             cli.node.set_provision_state(node.uuid, 'manage')
@@ -102,6 +105,9 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
             cloud_profile.add_deploy_templates(settings, cli, out=out)
             cloud_profile.start_compute(settings)
             cloud_profile.write_clouds_yaml(settings)
+        # Last: a BMC, nginx, the registry or ganesha that dies from now
+        # on is started again (bmc_lab.supervisor).
+        supervisor.start(settings)
     except Exception:
         down(settings, out=None)
         raise
@@ -177,7 +183,7 @@ def status(settings):
     loaded = lab_settings.Settings.load(settings.state_dir)
     if loaded is None:
         return 'No lab in %s.' % settings.state_dir
-    names = list(services.ORDER) + [
+    names = list(services.ORDER) + [supervisor.NAME] + [
         n for n in services.ironic_processes(loaded)
         if n not in services.ORDER]
     if loaded.is_cloud:

@@ -98,12 +98,16 @@ def running(settings, name):
 
 
 def stop(settings, name, timeout=15):
-    """Stop a lab process and its session; True if one was running."""
+    """Stop a lab process and its session; True if one was running.
+
+    The pid file goes first: the lab's supervisor restarts a process that
+    died with its pid file in place (a crash), never one being stopped.
+    """
     pid = pid_of(settings, name)
     path = _pidfile(settings, name)
+    if os.path.exists(path):
+        os.unlink(path)
     if pid is None:
-        if os.path.exists(path):
-            os.unlink(path)
         return False
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5)):
         try:
@@ -121,17 +125,17 @@ def stop(settings, name, timeout=15):
         else:
             continue
         break
-    if os.path.exists(path):
-        os.unlink(path)
     return True
 
 
 def crash(settings, name):
     """SIGKILL a lab process and its session, as a crash would: no
-    graceful shutdown.  True if one was running."""
+    graceful shutdown, and no restart by the lab's supervisor (the
+    caller restarts it).  True if one was running."""
     pid = pid_of(settings, name)
     if pid is None:
         return False
+    os.unlink(_pidfile(settings, name))
     try:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -140,7 +144,6 @@ def crash(settings, name):
     while time.monotonic() < deadline and _alive(pid):
         _reap(pid)
         time.sleep(0.1)
-    os.unlink(_pidfile(settings, name))
     return True
 
 
@@ -221,3 +224,51 @@ def run(argv, what, log_path=None, env=None, check=True, timeout=300):
             what, res.returncode, (res.stderr or res.stdout).strip()[-800:],
             '; see %s' % log_path if log_path else ''))
     return res
+
+
+def _last_line(path):
+    try:
+        with open(path, 'rb') as f:
+            f.seek(max(0, os.path.getsize(path) - 4096))
+            lines = f.read().decode(errors='replace').splitlines()
+    except OSError:
+        return ''
+    lines = [ln.strip() for ln in lines if ln.strip()]
+    return lines[-1][:160] if lines else ''
+
+
+def run_long(argv, what, log_path, out=print, timeout=1800, every=30):
+    """Run a long command, its output going to ``log_path`` as it comes,
+    and say every ``every`` seconds that it still runs (with its last log
+    line): a build of minutes is never silent, on a terminal or not."""
+    full_env = dict(os.environ)
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, 'ab') as log:
+        log.write(('$ %s\n' % ' '.join(argv)).encode())
+        log.flush()
+        try:
+            proc = subprocess.Popen(argv, stdout=log,
+                                    stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=full_env)
+        except OSError as exc:
+            raise LabError('%s failed: %s' % (what, exc))
+    start = time.monotonic()
+    next_note = start + every
+    try:
+        while proc.poll() is None:
+            now = time.monotonic()
+            if now - start > timeout:
+                raise LabError('%s did not finish within %ds; see %s'
+                               % (what, timeout, log_path))
+            if now >= next_note:
+                out('  ... %s: %ds so far; %s' % (what, now - start,
+                                                  _last_line(log_path)))
+                next_note = now + every
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if proc.returncode != 0:
+        raise LabError('%s failed (exit %d): %s; see %s' % (
+            what, proc.returncode, _last_line(log_path), log_path))

@@ -18,6 +18,8 @@ started in its own session and recorded under ``run/`` so ``stop_all``
 leaves nothing behind.
 """
 
+import contextlib
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -36,6 +38,12 @@ QEMU_CONF = '/etc/libvirt/qemu.conf'
 #: Lab processes in start order; stopped in reverse.
 ORDER = ('virtlogd', 'libvirtd', 'nginx', 'registry', 'nfs-ganesha',
          'ironic', 'ironic-api', 'ironic-conductor')
+#: libvirtd and virtlogd serve every lab on the host (labs run side by
+#: side, e.g. one per test worker): a lab that finds none running starts
+#: them here, not in its own state directory, and the last lab to go down
+#: (no libvirt domain left) stops them.
+HOST_STATE_DIR = os.environ.get('BMC_LAB_HOST_DIR', '/var/lib/bmc-lab-host')
+HOST_PROCESSES = ('virtlogd', 'libvirtd')
 
 
 def venv_bin(name):
@@ -114,11 +122,39 @@ def _check_qemu_conf():
                                                           setting, why))
 
 
-def start_libvirt(settings):
-    """Use a running libvirtd, or start virtlogd + libvirtd for the lab."""
+def host_settings():
+    """Where the host-wide libvirtd and virtlogd keep pid files and logs."""
+    return lab_settings.Settings(state_dir=HOST_STATE_DIR,
+                                 name='bmc-lab-host')
+
+
+@contextlib.contextmanager
+def _host_lock():
+    host = host_settings()
+    os.makedirs(host.state_dir, exist_ok=True)
+    with open(host.path('.lock'), 'a') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield host
+
+
+@contextlib.contextmanager
+def libvirt_held():
+    """Use a running libvirtd, or start virtlogd + libvirtd for all labs;
+    no lab stops them before the block ends.
+
+    Labs share them (see ``HOST_STATE_DIR``; their logs go to its
+    ``logs/``): a lab defines its domains inside the block, so that a lab
+    going down at the same time, finding no domain, does not stop
+    libvirtd under it (:func:`stop_libvirt_if_unused`).
+    """
     _check_qemu_conf()
-    if libvirt_reachable():
-        return
+    with _host_lock() as host:
+        if not libvirt_reachable():
+            _start_libvirt(host)
+        yield
+
+
+def _start_libvirt(settings):
     conf = settings.path('etc', 'libvirtd.conf')
     _write(conf, 'log_outputs = "3:file:%s"\n'
            % settings.log('libvirtd-debug.log'))
@@ -444,8 +480,29 @@ def ironic_processes(settings):
     return ('ironic',)
 
 
+def stop_libvirt_if_unused():
+    """Stop the host's libvirtd and virtlogd when no domain is left.
+
+    Returns the names stopped.  Another lab's nodes keep them running.
+    """
+    if not any(procs.running(host_settings(), n) for n in HOST_PROCESSES):
+        return []
+    with _host_lock() as host:
+        if libvirt_reachable():
+            res = subprocess.run(['virsh', '-c', LIBVIRT_URI, 'list',
+                                  '--all', '--name'], capture_output=True,
+                                 text=True, timeout=30)
+            if res.returncode != 0 or res.stdout.split():
+                return []
+        return [n for n in reversed(HOST_PROCESSES)
+                if procs.stop(host, n)]
+
+
 def stop_all(settings):
-    """Stop every lab process; returns the names that were running."""
+    """Stop every lab process; returns the names that were running.
+
+    The host's libvirtd and virtlogd stop too once no lab has a node.
+    """
     stopped = []
     run_dir = settings.path('run')
     pids = [n[:-len('.pid')] for n in (
@@ -455,7 +512,10 @@ def stop_all(settings):
     # Conductors beyond the first (scaled profile).
     conductors = sorted(n for n in pids
                         if n.startswith('ironic-conductor-'))
-    for name in bmcs + conductors + list(reversed(ORDER)):
+    # (libvirtd and virtlogd: in the lab's own directory only when an
+    # older version started them there.)
+    # The supervisor first: nothing is started again while the lab stops.
+    for name in ['supervisor'] + bmcs + conductors + list(reversed(ORDER)):
         if procs.stop(settings, name):
             stopped.append(name)
-    return stopped
+    return stopped + stop_libvirt_if_unused()

@@ -163,6 +163,9 @@ def run(settings, index=0, out=print, timeout=600):
     name = settings.node_name(index)
     kernel, initrd = prepare_images(settings)
     nonce = secrets.token_hex(8)
+    # Put back after: the node's own deploy interface (e.g. the cloud
+    # profile's container) is what later deploys expect.
+    deploy_interface = cli.node.get(name).deploy_interface
     console = nodes.console_cursor(settings, index)
     access_log = logcursor.Cursor(settings.log('nginx-access.log'))
     watcher = lab_client.StateWatcher(cli, name)
@@ -212,6 +215,8 @@ def run(settings, index=0, out=print, timeout=600):
     cli.node.set_provision_state(name, 'deleted')
     watcher.wait('available', timeout)
     t_done = time.time()
+    cli.node.update(name, [{'op': 'replace', 'path': '/deploy_interface',
+                            'value': deploy_interface}])
     power = nodes.bmc_power_state(settings, index)
     result = {
         'node': name,
@@ -221,6 +226,8 @@ def run(settings, index=0, out=print, timeout=600):
         'undeploy_s': round(t_done - t_booted, 1),
         'http_requests_seen': [p.strip() for p in fetched],
         'power_after_undeploy': power,
+        'deploy_interface_after': cli.node.get(name).deploy_interface,
+        'deploy_interface_before': deploy_interface,
         'transitions': [list(t) for t in watcher.transitions],
     }
     return result

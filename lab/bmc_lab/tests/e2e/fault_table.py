@@ -14,15 +14,32 @@
 
 import json
 
-#: Rows recorded by the fault tests of this session, in order.
+#: Rows of this session's fault tests, in order, as their reports came
+#: in (under pytest-xdist: in the controller, from the workers' reports).
 ROWS = []
+#: Rows recorded by the running test, not yet attached to its report.
+_PENDING = []
+#: The report's user property that carries a row.
+PROPERTY = 'fault_table_row'
 
 COLUMNS = (('fault', 34), ('node', 22), ('report', 10), ('left over', 10),
            ('others', 9), ('last_error', 0))
 
 
 def record(**row):
-    ROWS.append(row)
+    _PENDING.append(row)
+
+
+def take():
+    """The rows recorded since the last call (for the test's report)."""
+    rows = list(_PENDING)
+    del _PENDING[:]
+    return rows
+
+
+def collect(user_properties):
+    ROWS.extend(value for name, value in user_properties
+                if name == PROPERTY)
 
 
 def lines():

@@ -13,15 +13,20 @@
 """Container deploys on a real QEMU node (IPMI, iPXE, the agent ramdisk).
 
 One lab, one node: the demo image runs in job mode from a RAM root and
-the run report comes back through the vendor passthru; then a kernel
-that never calls back is deployed and must time out into DEPLOYFAIL with
-the node powered off; the benchmark's baseline, Ironic's ``direct`` deploy
-of a whole-disk image, must boot the node from its disk; and a service
-step must change the tunables of a running container without a reboot.
+the run report comes back through the vendor passthru (one run per
+tunables profile, each checked by the tests that read its report); then
+a kernel that never calls back is deployed and must time out into
+DEPLOYFAIL with the node powered off; the benchmark's baseline, Ironic's
+``direct`` deploy of a whole-disk image, must boot the node from its
+disk; and a service step must change the tunables of a running container
+without a reboot.
 """
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -36,14 +41,49 @@ from bmc_lab import smoke
 from bmc_common import protocol
 from ironic_bmc.drivers import boot_report
 
+pytestmark = pytest.mark.xdist_group('container')
 
-def test_job_runs_from_ram_and_reports(lab):
+
+def _ram_job(lab, profile):
+    """The demo image in job mode from a RAM root, with a tunables
+    profile and a message; what the tests below check, observed once."""
     image = container_job.push_demo_image(lab)
-    container_job.deploy(lab, image, mode=protocol.MODE_JOB,
-                         extra={'container_env': json.dumps(
-                             {'DEMO_MESSAGE': 'hello-from-e2e'})})
+    conductor_log = logcursor.Cursor(lab.log('ironic.log'))
+    container_job.deploy(lab, image, mode=protocol.MODE_JOB, extra={
+        protocol.II_TUNABLES: profile,
+        # The job outlives the agent's first check of it (6 s).
+        protocol.II_ENV: json.dumps({'DEMO_MESSAGE': 'hello-from-e2e',
+                                     'DEMO_SLEEP': '6'})})
     report = container_job.wait_report(lab)
     print(container_job.format_report(report))
+    cli = lab_client.get_client(lab)
+    run = {'report': report,
+           'power_before_undeploy': nodes.bmc_power_state(lab, 0),
+           'state_before_undeploy': cli.node.get(
+               lab.node_name(0)).provision_state}
+    container_job.undeploy(lab)
+    run['power_after_undeploy'] = nodes.bmc_power_state(lab, 0)
+    run['conductor_log'] = conductor_log.text()
+    return run
+
+
+@pytest.fixture(scope='module')
+def ram_job(lab):
+    """``ram_job(profile)``: the RAM job of that tunables profile, deployed
+    once for every test that checks it (one boot each, not one per
+    test)."""
+    runs = {}
+
+    def get(profile):
+        if profile not in runs:
+            runs[profile] = _ram_job(lab, profile)
+        return runs[profile]
+    return get
+
+
+def test_job_runs_from_ram_and_reports(ram_job):
+    run = ram_job('thp-always')
+    report = run['report']
     assert report['workload_exit_code'] == 0
     assert 'hello-from-e2e' in report['output_tail']
     # The root the workload saw is the overlay over the RAM image.
@@ -72,31 +112,21 @@ def test_job_runs_from_ram_and_reports(lab):
     assert abs(sum(phases.values()) - boot['agent_up_s']) < 0.1, boot
     assert boot['initramfs_bytes'] > 10e6
     # Job mode: the node is powered off, still ACTIVE until undeployed.
-    assert nodes.bmc_power_state(lab, 0) == 'off'
-    cli = lab_client.get_client(lab)
-    assert cli.node.get(lab.node_name(0)).provision_state == 'active'
-    container_job.undeploy(lab)
-    assert nodes.bmc_power_state(lab, 0) == 'off'
+    assert run['power_before_undeploy'] == 'off'
+    assert run['state_before_undeploy'] == 'active'
+    assert run['power_after_undeploy'] == 'off'
 
 
 @pytest.mark.parametrize('profile,expected', [('thp-always', 'always'),
                                               ('thp-never', 'never')])
-def test_tunables_read_back_and_energy(lab, profile, expected):
-    image = container_job.push_demo_image(lab)
-    command = ['/bin/sh', '-c', 'cat /sys/kernel/mm/transparent_hugepage/'
-               'enabled; sleep 6']
-    conductor_log = logcursor.Cursor(lab.log('ironic.log'))
-    container_job.deploy(lab, image, mode=protocol.MODE_JOB, extra={
-        protocol.II_TUNABLES: profile,
-        protocol.II_COMMAND: json.dumps(command)})
-    report = container_job.wait_report(lab)
-    container_job.undeploy(lab)
+def test_tunables_read_back_and_energy(ram_job, profile, expected):
+    run = ram_job(profile)
+    report = run['report']
     # The job outlived the first check: its exit reached the conductor by
     # the agent's one heartbeat, not by a poll.
     assert ('The agent of node %s heartbeats: its workload ended'
-            % report['node']) in conductor_log.text()
-    assert 'Invalid or missing agent_token' not in conductor_log.text()
-    print(container_job.format_report(report))
+            % report['node']) in run['conductor_log']
+    assert 'Invalid or missing agent_token' not in run['conductor_log']
     assert report['workload_exit_code'] == 0
     thp = report['tunables']['thp']
     assert thp['requested'] == expected
@@ -208,4 +238,39 @@ def test_service_steps_change_a_running_container_in_place(lab):
     assert 'Linux version' not in console.text()
     assert nodes.bmc_power_state(lab, 0) == 'on'
     container_job.undeploy(lab)
+    assert nodes.bmc_power_state(lab, 0) == 'off'
+
+
+def test_demo_stopped_mid_deploy_runs_again(lab):
+    """``bmc-lab demo`` stopped part-way (Ctrl-C) leaves its deploy under
+    way; the next demo waits for it, undeploys it and runs its job."""
+    demo = [sys.executable, '-m', 'bmc_lab.cli', '--state-dir',
+            lab.state_dir, 'demo']
+    cli = lab_client.get_client(lab)
+    name = lab.node_name(0)
+    first = subprocess.Popen(demo, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while cli.node.get(name).provision_state not in (
+                'deploying', 'wait call-back'):
+            assert first.poll() is None, first.stdout.read()
+            assert time.monotonic() < deadline, 'the demo never deployed'
+            time.sleep(1)
+    finally:
+        first.send_signal(signal.SIGINT)
+        out, _ = first.communicate(timeout=60)
+    print(out)
+    assert first.returncode != 0
+    assert cli.node.get(name).provision_state != 'available'
+
+    second = subprocess.run(demo, capture_output=True, text=True,
+                            timeout=1500)
+    print(second.stdout, second.stderr)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert 'by an earlier run; undeploying it first' in second.stdout
+    assert 'Traceback' not in second.stderr
+    report = json.loads(second.stdout.strip().splitlines()[-1])
+    assert report['workload_exit_code'] == 0
+    assert cli.node.get(name).provision_state == 'available'
     assert nodes.bmc_power_state(lab, 0) == 'off'

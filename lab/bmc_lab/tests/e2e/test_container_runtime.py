@@ -37,13 +37,10 @@ import time
 import pytest
 
 from bmc_common import protocol
-from bmc_lab import agent
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
-from bmc_lab import control
 from bmc_lab import logcursor
 from bmc_lab import nodes
-from bmc_lab.tests import labfixture
 
 PASSWD = b'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n'
 GROUP = b'root:x:0:\napp:x:1000:\nvideo:x:44:app\nstaff:x:50:other\n'
@@ -84,14 +81,12 @@ sleep 8
 """
 
 
+pytestmark = pytest.mark.xdist_group('runtime')
+
+
 @pytest.fixture(scope='module')
-def lab():
-    settings = labfixture.lab_settings_for('e2e', deploy_callback_timeout=150,
-                                           node_cpus=2)
-    control.up(settings)
-    agent.ensure(settings)
-    yield settings
-    control.down(settings)
+def lab(lab_pool):
+    return lab_pool.get('runtime')
 
 
 def _lines(report):

@@ -25,6 +25,7 @@ the node is still downloading one.
 
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -33,31 +34,27 @@ import pytest
 
 from bmc_common import protocol
 from ironic_bmc.drivers import boot_http_log
-from bmc_lab import agent
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
-from bmc_lab import control
+from bmc_lab import logcursor
 from bmc_lab import nodes
 from bmc_lab import ociimage
 from bmc_lab import procs
 from bmc_lab import services
 from bmc_lab.tests.e2e import fault_table
-from bmc_lab.tests import labfixture
 
 MiB = 1024 * 1024
 
 
+pytestmark = pytest.mark.xdist_group('faults')
+
+
 @pytest.fixture(scope='module')
-def lab():
-    settings = labfixture.lab_settings_for(
-        'e2e', deploy_callback_timeout=150, workload_lost_timeout=45,
-        artifact_rate_limit='4m')
-    control.up(settings)
-    agent.ensure(settings)
+def lab(lab_pool):
+    settings = lab_pool.get('faults')
     settings.demo_image = container_job.push_demo_image(settings)
     settings.bystander = _bystander(settings)
-    yield settings
-    control.down(settings)
+    return settings
 
 
 def _bystander(lab):
@@ -234,21 +231,39 @@ def test_cache_disk_full(lab):
     assert row['others_untouched']
 
 
+def _wait_for_download(lab, timeout=120):
+    """Until a connection to the lab's nginx is open (the node's
+    artifact download: nginx logs a request only when it ends)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        res = subprocess.run(
+            ['ss', '-Htn', 'state', 'established',
+             '( sport = :%d )' % lab.ports.http],
+            capture_output=True, text=True, check=True)
+        if res.stdout.strip():
+            return
+        time.sleep(0.2)
+    raise AssertionError('no download from nginx within %ds' % timeout)
+
+
 def test_http_server_restart_mid_download(lab):
     image = _big_image(lab, 'resume', 40)
     fault = Fault(lab, 'HTTP server restart mid-download')
+    access_log = logcursor.Cursor(lab.log('nginx-access.log'))
     container_job.deploy(lab, image, wait=False)
     fault.wait_step('bmc_stage_rootfs')
-    time.sleep(3)   # 40 MiB at 4 MB/s: the node is downloading
+    # 40 MiB at 4 MB/s: restart while the node's download is open.
+    _wait_for_download(lab)
     procs.stop(lab, 'nginx')
     services.start_nginx(lab)
     node = fault.wait_state('active', 600)
     report = container_job.wait_report(lab, timeout=300)
     node = fault.cli.node.get(node.uuid)
-    with open(lab.log('nginx-access.log')) as f:
-        requests = [boot_http_log.parse(line) for line in f]
+    # This deploy's requests for this node's artifact only.
+    requests = [boot_http_log.parse(line)
+                for line in access_log.text().splitlines()]
     resumed = [r for r in requests
-               if r and '/rootfs-' in r[4] and r[2] == 206]
+               if r and '/%s/rootfs-' % node.uuid in r[4] and r[2] == 206]
     row, report = fault.finish(node, resumed_requests=len(resumed))
     assert report['state'] == 'finished'
     assert report['workload_exit_code'] == 0
@@ -339,6 +354,35 @@ def test_agent_killed_during_a_job(lab):
     assert ended_after < 5 + 45 + 2 * 10 + 30
     assert row['power'] == 'power off'
     assert row['provision_state'] == 'active'
+    assert row['left_over'] == []
+    assert row['others_untouched']
+
+
+def test_bmc_emulator_killed_during_a_job(lab):
+    """The node's virtual BMC dies mid-run (as a pyghmi error once made
+    it): the lab's supervisor starts it again, and the run ends as any
+    run does, the node powered off through that BMC."""
+    fault = Fault(lab, 'virtual BMC killed during a job')
+    bmc = services.bmc_name(0)
+    bmc_log = logcursor.Cursor(lab.log(bmc + '.log'))
+    command = ['/bin/sh', '-c', 'echo started; sleep 30; echo done']
+    # ACTIVE: the workload runs (for 30 s).
+    container_job.deploy(lab, lab.demo_image, extra={
+        'container_command': json.dumps(command)})
+    dead = procs.pid_of(lab, bmc)
+    os.killpg(dead, signal.SIGKILL)
+    report = container_job.wait_report(lab, states=('finished', 'failed'),
+                                       timeout=600)
+    node = fault.cli.node.get(lab.node_name(0))
+    row, report = fault.finish(node)
+    assert report['state'] == 'finished', report.get('error')
+    assert report['workload_exit_code'] == 0
+    assert 'done' in report['output_tail'].split()
+    assert row['power'] == 'power off'
+    assert ('bmc-lab supervisor: %s (pid %d) died; starting it again'
+            % (bmc, dead)) in bmc_log.text()
+    assert procs.pid_of(lab, bmc) not in (None, dead)
+    assert nodes.bmc_power_state(lab, 0) == 'off'
     assert row['left_over'] == []
     assert row['others_untouched']
 

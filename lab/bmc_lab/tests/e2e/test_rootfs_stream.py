@@ -44,6 +44,8 @@ from bmc_lab import services
 from bmc_lab.tests.e2e import test_rootfs_verity as tamper
 from bmc_common import protocol
 
+pytestmark = pytest.mark.xdist_group('rootfs')
+
 STREAM = {protocol.II_ROOTFS: protocol.ROOTFS_STREAM}
 REPO = 'bmc/stream-blob'
 BLOB_SIZE = 48 * 1024 * 1024

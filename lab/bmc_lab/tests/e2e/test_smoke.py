@@ -14,34 +14,40 @@
 
 Ironic's own ``ramdisk`` deploy interface and ``ipxe`` boot interface
 deploy the lab kernel and a tiny initrd onto a lab node, once per lab
-profile.  The node proves it ran the initrd by printing the nonce from
-its kernel command line on the serial console and fetching a call-back
-URL from the lab's HTTP server.
+profile, on the lab that profile's other tests use (labpool).  The node
+proves it ran the initrd by printing the nonce from its kernel command
+line on the serial console and fetching a call-back URL from the lab's
+HTTP server.
 """
 
 import pytest
 
-from bmc_lab import control
-from bmc_lab import settings as lab_settings
 from bmc_lab import smoke
-from bmc_lab.tests import labfixture
+
+#: (profile, the e2e lab of that profile, its work group)
+PROFILE_LABS = [('embedded', 'embedded', 'rootfs'),
+                ('scaled', 'scaled', 'scaled'),
+                ('cloud', 'cloud', 'cloud')]
 
 
-@pytest.mark.parametrize('profile', lab_settings.PROFILES)
-def test_ramdisk_deploy_boots_node(profile):
-    settings = labfixture.lab_settings_for('e2e', profile=profile)
-    control.up(settings)
-    try:
-        result = smoke.run(settings, index=0)
-        print(result)
-        # Ironic served the kernel and initrd, the node called back ...
-        assert '/kernel' in result['http_requests_seen']
-        assert '/ramdisk' in result['http_requests_seen']
-        assert '/callback/' + result['nonce'] in result['http_requests_seen']
-        # ... went through deploying to active ...
-        states = [t[1] for t in result['transitions']]
-        assert 'active' in states
-        # ... and undeploy left it powered off, as its BMC tells.
-        assert result['power_after_undeploy'] == 'off'
-    finally:
-        control.down(settings)
+@pytest.mark.parametrize('profile,config', [
+    pytest.param(profile, config, marks=pytest.mark.xdist_group(group),
+                 id=profile)
+    for profile, config, group in PROFILE_LABS])
+def test_ramdisk_deploy_boots_node(lab_pool, profile, config):
+    settings = lab_pool.get(config)
+    assert settings.profile == profile
+    result = smoke.run(settings, index=0)
+    print(result)
+    # Ironic served the kernel and initrd, the node called back ...
+    assert '/kernel' in result['http_requests_seen']
+    assert '/ramdisk' in result['http_requests_seen']
+    assert '/callback/' + result['nonce'] in result['http_requests_seen']
+    # ... went through deploying to active ...
+    states = [t[1] for t in result['transitions']]
+    assert 'active' in states
+    # ... and undeploy left it powered off, as its BMC tells, with the
+    # deploy interface it had before.
+    assert result['power_after_undeploy'] == 'off'
+    assert (result['deploy_interface_after']
+            == result['deploy_interface_before'])

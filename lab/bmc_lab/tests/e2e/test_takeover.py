@@ -28,15 +28,12 @@ import time
 import pytest
 
 from bmc_common import protocol
-from bmc_lab import agent
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
-from bmc_lab import control
 from bmc_lab import services
 from bmc_lab.tests.e2e import fault_table
 from bmc_lab.tests.e2e.test_faults import _big_image
 from bmc_lab.tests.e2e.test_faults import _bystander
-from bmc_lab.tests import labfixture
 
 #: Long enough for the take-over (heartbeat_timeout 20 s, hash ring
 #: refresh 10 s, sync_local_state_interval 15 s in the lab) to happen
@@ -45,16 +42,15 @@ JOB = ['/bin/sh', '-c', 'echo started; sleep 150; '
        'echo finished after the take-over']
 
 
+pytestmark = pytest.mark.xdist_group('scaled')
+
+
 @pytest.fixture(scope='module')
-def lab():
-    settings = labfixture.lab_settings_for(
-        'e2e', profile='scaled', conductors=2, deploy_callback_timeout=300)
-    control.up(settings)
-    agent.ensure(settings)
+def lab(lab_pool):
+    settings = lab_pool.get('scaled')
     settings.demo_image = container_job.push_demo_image(settings)
     settings.bystander = _bystander(settings)
-    yield settings
-    control.down(settings)
+    return settings
 
 
 def _conductor_index(lab, host):

@@ -23,36 +23,26 @@ import time
 
 import pytest
 
-from bmc_lab import agent
 from bmc_lab.cloud import horizon
-from bmc_lab.cloud import ports as cloud_ports
 from bmc_lab.cloud import profile as cloud_profile
 from bmc_lab.cloud import register
 from bmc_lab.cloud import tempest_run
 from bmc_lab import container_job
-from bmc_lab import control
 from bmc_lab import horizon_browser
 from bmc_lab import procs
-from bmc_lab import settings as lab_settings
 from bmc_lab import tenant_job
-from bmc_lab.tests import labfixture
 from ironic_bmc import image_properties
 
 
+pytestmark = pytest.mark.xdist_group('cloud')
+
+
 @pytest.fixture(scope='module')
-def lab():
-    settings = labfixture.lab_settings_for(
-        'e2e', profile=lab_settings.PROFILE_CLOUD,
-        cloud_ports=cloud_ports.CloudPorts.shifted(20000))
-    control.up(settings)
-    try:
-        settings = lab_settings.Settings.load(settings.state_dir)
-        agent.ensure(settings)
-        reference = container_job.push_demo_image(settings)
-        tenant_job.wait_for_nodes(settings)
-        yield settings, reference
-    finally:
-        control.down(settings)
+def lab(lab_pool):
+    settings = lab_pool.get('cloud')
+    reference = container_job.push_demo_image(settings)
+    tenant_job.wait_for_nodes(settings)
+    return settings, reference
 
 
 #: Screenshots of the Horizon test: kept after the run (test artifacts).

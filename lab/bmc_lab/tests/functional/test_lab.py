@@ -25,6 +25,7 @@ import pytest
 
 from bmc_lab import client as lab_client
 from bmc_lab import control
+from bmc_lab import nodes
 from bmc_lab import procs
 from bmc_lab import services
 from bmc_lab import settings as lab_settings
@@ -133,3 +134,55 @@ def test_scaled_profile_runs_api_and_conductor_over_rabbitmq():
         assert 'rabbit://' in conf
     finally:
         control.down(settings, out=None, purge=True)
+
+
+def test_two_labs_side_by_side_do_not_see_each_other():
+    """Two workers' labs on one host (the e2e tier runs two): each has its
+    own Ironic, node, BMC, domain, ports and state; one going down leaves
+    the other whole, libvirtd included."""
+    labs = [labfixture.lab_settings_for('functional', nodes=1, worker=w)
+            for w in (0, 1)]
+    first, second = labs
+    assert first.state_dir != second.state_dir
+    assert not (set(first.ports.named(1).values())
+                & set(second.ports.named(1).values()))
+    try:
+        for settings in labs:
+            assert control.up(settings, out=None) is True
+        # (None when libvirtd ran before, e.g. from the host's packages.)
+        libvirtd = procs.pid_of(services.host_settings(), 'libvirtd')
+        for settings, other in ((first, second), (second, first)):
+            cli = lab_client.get_client(settings)
+            assert [n.name for n in cli.node.list()] == [
+                settings.node_name(0)]
+            node = cli.node.get(settings.node_name(0))
+            assert node.driver_info['ipmi_port'] == settings.ports.ipmi(0)
+            assert nodes.defined_lab_domains(settings) == [
+                settings.node_name(0)]
+            # Each BMC answers for its own domain.
+            assert nodes.bmc_power_state(settings, 0) == 'off'
+            assert procs.pid_of(settings, 'ironic') != procs.pid_of(
+                other, 'ironic')
+
+        # One lab down: the other keeps its processes, its node and the
+        # host's libvirtd.
+        pids = _pids(second)
+        assert control.down(first, out=None) is True
+        assert control.is_up(second)
+        assert _pids(second) == pids
+        assert services.libvirt_reachable()
+        assert nodes.defined_lab_domains(first) == []
+        assert nodes.defined_lab_domains(second) == [second.node_name(0)]
+        assert nodes.bmc_power_state(second, 0) == 'off'
+        cli = lab_client.get_client(second)
+        assert cli.node.get(second.node_name(0)).provision_state == (
+            'available')
+    finally:
+        for settings in labs:
+            control.down(settings, out=None)
+    # The last lab down stopped the libvirtd the labs shared (unless a
+    # lab of someone else's still has a node on this host).
+    listed = nodes.virsh('list', '--all', '--name', check=False)
+    others = listed.stdout.split() if listed.returncode == 0 else []
+    if libvirtd is not None and not others:
+        assert not _alive(libvirtd)
