@@ -33,6 +33,7 @@ Same lab, same node, same content (~200 MB, ~10k files of the host's own
 Prints a table, then one JSON line.
 """
 
+import datetime
 import json
 import os
 import random
@@ -43,8 +44,10 @@ import time
 from bmc_lab import agent
 from bmc_lab import container_job
 from bmc_lab import direct_job
+from bmc_lab import logcursor
 from bmc_lab import ociimage
 from bmc_lab import scale_bench
+from bmc_lab import services
 from bmc_common import protocol
 
 #: Host directories copied into the benchmark image (hard links).
@@ -80,15 +83,46 @@ def _stage(report, name):
     return next((s for s in report['stages'] if s['name'] == name), None)
 
 
+#: What the conductor logs when the agent's heartbeat tells it the
+#: workload ended (ironic_bmc.drivers.container_deploy.heartbeat).
+EXIT_HEARD = 'The agent of node %s heartbeats: its workload ended'
+
+
+def exit_heard_at(log_text, node_uuid):
+    """When (epoch, the conductor's clock) the conductor heard of the
+    workload's exit, from its log; None if it learnt it otherwise."""
+    marker = EXIT_HEARD % node_uuid
+    for line in log_text.splitlines():
+        if marker in line:
+            try:
+                return datetime.datetime.strptime(
+                    line[:23], '%Y-%m-%d %H:%M:%S.%f').timestamp()
+            except ValueError:
+                return None
+    return None
+
+
+def _conductor_logs(settings):
+    return [logcursor.Cursor(settings.log(name + '.log'))
+            for name in services.ironic_processes(settings)
+            if name != 'ironic-api']
+
+
 def run_container(settings, image, out, rootfs=protocol.ROOTFS_RAMFS):
     t0 = time.time()
     extra = {protocol.II_ROOTFS: rootfs}
     if rootfs == protocol.ROOTFS_RAMFS:
         extra[protocol.II_MEASURE_LINK] = 'true'
+    logs = _conductor_logs(settings)
     container_job.deploy(settings, image, mode=protocol.MODE_JOB,
                          extra=extra, out=out)
     report = container_job.wait_report(settings)
     container_job.undeploy(settings)
+    # (Kept beside the report: the power-off's start is on the same
+    # clock, the conductor's; the node's clock is another one.)
+    report['exit_heard_at'] = next(
+        (t for t in (exit_heard_at(c.text(), report['node']) for c in logs)
+         if t is not None), None)
     started = _stage(report, protocol.STAGE_WORKLOAD_STARTED)
     return t0, report, started['end'] - t0
 
@@ -247,12 +281,14 @@ def summarize(report, t_ready, nfiles, nbytes, direct, disk_size):
         'workload_exit_code': report.get('workload_exit_code'),
     }
     result['t_ready_s'] = result['t_ready_container_s']
-    exited = _stage(report, protocol.STAGE_WORKLOAD_EXITED)
     off = _stage(report, protocol.STAGE_POWERED_OFF)
-    # The exit as the agent timed it (the node's clock), the power-off as
-    # the conductor did.
-    result['exit_to_poweroff_s'] = (round(off['start'] - exited['end'], 2)
-                                    if exited and off else None)
+    heard = report.get('exit_heard_at')
+    # Both ends on the conductor's clock: the agent's heartbeat that tells
+    # the exit (sent as the workload ends, on loopback), the power-off's
+    # start.  (The node's own clock, set from QEMU's RTC at boot, is off
+    # by up to a second: never subtracted from the conductor's.)
+    result['exit_to_poweroff_s'] = (round(off['start'] - heard, 2)
+                                    if heard and off else None)
     boot = report.get('boot') or {}
     result['agent_up_s'] = boot.get('agent_up_s', result['stages'].get(
         protocol.STAGE_AGENT_UP))

@@ -10,6 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import datetime
 import os
 import re
 import shutil
@@ -133,6 +134,8 @@ def test_bench_summary_and_table():
                    {'name': 'workload-exited', 'start': 12.0, 'end': 20.0},
                    {'name': 'powered-off', 'start': 27.5, 'end': 28.0}],
         'workload_exit_code': 0,
+        # The conductor's clock, as powered-off's start.
+        'exit_heard_at': 26.9,
         'boot': {'agent_up_s': 35.7, 'initramfs_bytes': 119380735,
                  'phases': {'firmware_ipxe_s': 9.1,
                             'initramfs_unpack_s': 6.6,
@@ -175,7 +178,9 @@ def test_bench_summary_and_table():
     assert result['t_ready_direct_s'] == 200.0
     assert result['direct_image_mb'] == 300.0
     assert result['agent_up_s'] == 35.7
-    assert result['exit_to_poweroff_s'] == 7.5
+    # From the heartbeat that told the exit to the power-off, both on the
+    # conductor's clock (not from the node's exit stamp, 20.0).
+    assert result['exit_to_poweroff_s'] == 0.6
     assert result['t_ready_s'] == 80.0
     assert result['initramfs_mb'] == 119.4
     result['targets'] = bench.targets(result)
@@ -232,3 +237,23 @@ def test_standalone_ramdisk_unpacks_a_zstd_agent(tmp_path):
     data = open(out, 'rb').read()
     assert data[:len(gz.read_bytes())] == gz.read_bytes()
     assert set(data[len(gz.read_bytes()):]) <= {0} and len(data) % 4 == 0
+
+
+def test_exit_heard_is_read_on_the_conductor_clock():
+    uuid = '1be26c0a-6f3d-4a1b-9c7e-2f0e5a1d9b11'
+    log = ('2026-11-25 17:13:26.100 11828 INFO ironic_bmc.drivers.'
+           'container_deploy [-] Heartbeat from node other\n'
+           '2026-11-25 17:13:26.459 11828 INFO ironic_bmc.drivers.'
+           'container_deploy [-] The agent of node %s heartbeats: its '
+           'workload ended; reading it now\n' % uuid)
+    heard = bench.exit_heard_at(log, uuid)
+    assert heard == datetime.datetime(2026, 11, 25, 17, 13, 26,
+                                      459000).timestamp()
+    # An exit the periodic watch found: not measured, not guessed.
+    assert bench.exit_heard_at(log, 'another-node') is None
+    report = {'artifact': {'size': 1e6, 'format': 'erofs'}, 'staging': {},
+              'stages': [{'name': 'powered-off', 'start': 27.5,
+                          'end': 28.0}]}
+    direct = {'active_s': 150.0, 'workload_started_s': 200.0}
+    assert bench.summarize(report, 80.0, 1, 1e6, direct,
+                           1e6)['exit_to_poweroff_s'] is None
