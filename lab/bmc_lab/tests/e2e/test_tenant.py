@@ -19,6 +19,7 @@ credentials, uploads a Glance image whose properties name the container
 and boots a server; nothing is set on the node by hand.
 """
 
+import os
 import time
 
 import pytest
@@ -132,7 +133,16 @@ def test_tenant_launches_from_horizon(lab):
     finally:
         browser.close()
     print('screenshots: %s' % ', '.join(browser.shots))
-    assert len(browser.shots) >= 5
+    # Every page of the launch, then the instance Active, each a real
+    # PNG (what a person would have seen at each step).
+    names = [os.path.basename(p)[len('00-'):-len('.png')]
+             for p in browser.shots]
+    assert names == ['launch-details', 'launch-source', 'launch-flavor',
+                     'launch-networks', 'instance-active'], names
+    for path in browser.shots:
+        with open(path, 'rb') as f:
+            assert f.read(8) == b'\x89PNG\r\n\x1a\n', path
+        assert os.path.getsize(path) > 1000, path
     conn = cloud_profile.tenant(settings)
     server = conn.compute.find_server('e2e-horizon', ignore_missing=False)
     node = tenant_job.node_of(settings, server.id)
