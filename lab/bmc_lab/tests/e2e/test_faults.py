@@ -278,7 +278,8 @@ def test_agent_gone_mid_deploy(lab):
     fault = Fault(lab, 'agent gone mid-deploy (node hung)')
     container_job.deploy(lab, image, wait=False)
     fault.wait_step('bmc_stage_rootfs')
-    time.sleep(2)
+    # Hung while it downloads the artifact.
+    _wait_for_download(lab)
     nodes.virsh('suspend', _domain(lab))
     try:
         node = fault.wait_state('deploy failed', 400)
