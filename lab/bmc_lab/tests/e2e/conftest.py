@@ -29,6 +29,11 @@ def pytest_collection_modifyitems(config, items):
     labpool.order_items(items)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return labpool.make_scheduler(config, log)
+
+
 @pytest.fixture(scope='session')
 def lab_pool():
     pool = labpool.Pool()

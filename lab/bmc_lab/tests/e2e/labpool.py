@@ -12,10 +12,11 @@
 
 """The e2e tier's labs: each configuration comes up once per worker.
 
-A test module names the lab configuration it needs (``LABS``) and the
-work group it belongs to (``GROUPS``, an ``xdist_group`` mark).  A worker
-runs whole groups, and the groups of one configuration one after the
-other (``order_items``), so the :class:`Pool` of a worker keeps one lab up
+A test module names the lab configuration it needs (``LABS``) and
+belongs to a work group (``MODULE_GROUPS``; ``GROUPS`` gives each group's
+lab).  A worker runs whole groups, and the groups of one configuration
+one after the other (``order_items``), so the :class:`Pool` of a worker
+keeps one lab up
 and hands it from module to module until a module needs another one.  A
 lab is handed on only when it is clean (Ironic up, every node available
 and powered off); otherwise it is brought up again, so one failed test
@@ -49,11 +50,11 @@ LABS = {
     'cloud': dict(profile=lab_settings.PROFILE_CLOUD),
 }
 
-#: Work groups, longest first, and the lab each one runs on.  pytest-xdist
-#: (``--dist loadgroup --no-loadscope-reorder``) gives the two workers the
-#: first two and each worker the next one as it runs out: longest first
-#: keeps the two workers' ends close.  Two groups share the embedded
-#: configuration so that its tests split over both workers.
+#: Work groups, longest first, and the lab each one runs on.  A worker
+#: runs whole groups (:class:`GroupScheduling`): the two workers take the
+#: first two, and each the next one as it runs out; longest first keeps
+#: their ends close.  Two groups share the embedded configuration so that
+#: its tests split over both workers.
 GROUPS = {
     'faults': 'faults',
     'rootfs': 'embedded',
@@ -62,19 +63,37 @@ GROUPS = {
     'runtime': 'runtime',
     'scaled': 'scaled',
 }
+#: The group of each test module's tests ...
+MODULE_GROUPS = {
+    'test_faults.py': 'faults',
+    'test_rootfs_nfs.py': 'rootfs',
+    'test_rootfs_stream.py': 'rootfs',
+    'test_rootfs_verity.py': 'rootfs',
+    'test_tenant.py': 'cloud',
+    'test_container.py': 'container',
+    'test_container_runtime.py': 'runtime',
+    'test_takeover.py': 'scaled',
+}
+#: ... but test_smoke's, which go with the lab profile they smoke (their
+#: parameter), onto that profile's other tests' lab.
+SMOKE_MODULE = 'test_smoke.py'
+SMOKE_GROUPS = {'embedded': 'rootfs', 'scaled': 'scaled', 'cloud': 'cloud'}
 
 
-def group_of(item):
-    mark = item.get_closest_marker('xdist_group')
-    if mark is None:
-        raise ValueError('%s: e2e tests need an xdist_group mark naming '
-                         'one of the groups in labpool.GROUPS'
-                         % item.nodeid)
-    name = mark.args[0] if mark.args else mark.kwargs.get('name')
-    if name not in GROUPS:
-        raise ValueError('%s: unknown e2e group %r; groups: %s'
-                         % (item.nodeid, name, ', '.join(GROUPS)))
-    return name
+def group_of(nodeid):
+    """The work group of a test, from its node id alone (what the xdist
+    controller, which collects nothing, knows of it)."""
+    path, _, name = nodeid.partition('::')
+    module = path.rsplit('/', 1)[-1]
+    if module == SMOKE_MODULE:
+        param = name[name.find('[') + 1:-1] if name.endswith(']') else ''
+        group = SMOKE_GROUPS.get(param)
+    else:
+        group = MODULE_GROUPS.get(module)
+    if group is None:
+        raise ValueError('%s: no e2e work group; add its module to '
+                         'bmc_lab.tests.e2e.labpool.MODULE_GROUPS' % nodeid)
+    return group
 
 
 def order_items(items):
@@ -83,7 +102,23 @@ def order_items(items):
     Without workers too, each lab configuration then comes up once.
     """
     rank = {name: i for i, name in enumerate(GROUPS)}
-    items.sort(key=lambda item: rank[group_of(item)])
+    items.sort(key=lambda item: rank[group_of(item.nodeid)])
+
+
+def make_scheduler(config, log):
+    """pytest-xdist's scheduler of the e2e tier: whole groups per worker.
+
+    (xdist's own ``loadgroup`` marks a group in the node id, which pytest
+    9 no longer lets a plugin change: it sends a group's tests to both
+    workers.  This keys xdist's scope scheduling on :func:`group_of`.)
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def is_clean(settings):

@@ -41,7 +41,6 @@ from bmc_lab import smoke
 from bmc_common import protocol
 from ironic_bmc.drivers import boot_report
 
-pytestmark = pytest.mark.xdist_group('container')
 
 
 def _ram_job(lab, profile):

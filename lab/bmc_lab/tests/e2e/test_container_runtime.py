@@ -81,7 +81,6 @@ sleep 8
 """
 
 
-pytestmark = pytest.mark.xdist_group('runtime')
 
 
 @pytest.fixture(scope='module')

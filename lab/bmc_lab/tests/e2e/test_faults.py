@@ -46,7 +46,6 @@ from bmc_lab.tests.e2e import fault_table
 MiB = 1024 * 1024
 
 
-pytestmark = pytest.mark.xdist_group('faults')
 
 
 @pytest.fixture(scope='module')

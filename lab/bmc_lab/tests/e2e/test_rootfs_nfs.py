@@ -34,7 +34,6 @@ from bmc_lab import procs
 from bmc_lab import services
 from bmc_common import protocol
 
-pytestmark = pytest.mark.xdist_group('rootfs')
 
 NFS = {protocol.II_ROOTFS: protocol.ROOTFS_NFS}
 

@@ -18,10 +18,10 @@ starts; nbdkit (curl plugin, cache and retry filters) serves the artifact
 through nbd-client, dm-verity checks each block as it arrives, and the
 rest comes in the background until the image is in the node's RAM.
 
-* the demo job runs streamed;
-* a job reads a 48 MiB file that was not fetched before it started (what
-  crossed the wire before the start is less than the file), and the image
-  then becomes fully local;
+* the demo job runs streamed, then reads a 48 MiB file that was not
+  fetched before it started (what crossed the wire before the start is
+  less than the file), and the image then becomes fully local (one run,
+  two tests);
 * with a block cache bounded below the image, the node keeps reading cold
   blocks from the network: with the web server stopped under a read, the
   read waits and goes on when the server is back, and its content is
@@ -44,7 +44,6 @@ from bmc_lab import services
 from bmc_lab.tests.e2e import test_rootfs_verity as tamper
 from bmc_common import protocol
 
-pytestmark = pytest.mark.xdist_group('rootfs')
 
 STREAM = {protocol.II_ROOTFS: protocol.ROOTFS_STREAM}
 REPO = 'bmc/stream-blob'
@@ -78,12 +77,23 @@ def _run(lab, image, command, extra=None, wait=True):
                                         command), **(extra or {})))
 
 
-def test_demo_job_runs_streamed(lab):
-    image = container_job.push_demo_image(lab)
-    container_job.deploy(lab, image, mode=protocol.MODE_JOB, extra=dict(
-        STREAM, container_env=json.dumps({'DEMO_MESSAGE': 'hello-streamed'})))
+@pytest.fixture(scope='module')
+def streamed_job(lab, blob_image):
+    """The demo (with a message) and a read of /data/blob after the
+    start, streamed: one run, read by the two tests below."""
+    image, _digest = blob_image
+    _run(lab, image, ['/bin/sh', '-c', '/demo.sh; '
+                      '/bin/busybox sha256sum /data/blob; sleep 45'],
+         extra={protocol.II_ENV: json.dumps(
+             {'DEMO_MESSAGE': 'hello-streamed'})})
     report = container_job.wait_report(lab)
     print(container_job.format_report(report))
+    container_job.undeploy(lab)
+    return report, nodes.bmc_power_state(lab, 0)
+
+
+def test_demo_job_runs_streamed(streamed_job):
+    report, power_after_undeploy = streamed_job
     assert report['workload_exit_code'] == 0
     assert report['rootfs'] == 'stream'
     assert 'hello-streamed' in report['output_tail']
@@ -93,16 +103,12 @@ def test_demo_job_runs_streamed(lab):
     stream = report['stream']
     assert stream['cache_max'] is None
     assert stream['background_rate'] == 64 * 1024 * 1024
-    container_job.undeploy(lab)
-    assert nodes.bmc_power_state(lab, 0) == 'off'
+    assert power_after_undeploy == 'off'
 
 
-def test_file_read_after_start_then_fully_local(lab, blob_image):
-    image, digest = blob_image
-    _run(lab, image, ['/bin/sh', '-c',
-                      '/bin/busybox sha256sum /data/blob; sleep 45'])
-    report = container_job.wait_report(lab)
-    print(container_job.format_report(report))
+def test_file_read_after_start_then_fully_local(streamed_job, blob_image):
+    report, _power = streamed_job
+    _image, digest = blob_image
     assert report['workload_exit_code'] == 0, report.get('error')
     assert digest + '  /data/blob' in report['output_tail']
     before = report['staging']['bytes_before_start']
@@ -114,7 +120,6 @@ def test_file_read_after_start_then_fully_local(lab, blob_image):
     assert stream['background_fetch_s'] > 0
     assert stream['bytes_fetched'] >= report['artifact']['size']
     assert stream.get('error') is None
-    container_job.undeploy(lab)
 
 
 def test_cold_blocks_wait_for_a_restarting_web_server(lab, blob_image):

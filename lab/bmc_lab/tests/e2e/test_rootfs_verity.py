@@ -28,14 +28,12 @@ import os
 import subprocess
 import time
 
-import pytest
 
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
 from bmc_lab import nodes
 from bmc_common import protocol
 
-pytestmark = pytest.mark.xdist_group('rootfs')
 
 REPO = 'bmc/tamper'
 MARKER = b'BMC-VERITY-TAMPER-TEST-'

@@ -42,7 +42,6 @@ JOB = ['/bin/sh', '-c', 'echo started; sleep 150; '
        'echo finished after the take-over']
 
 
-pytestmark = pytest.mark.xdist_group('scaled')
 
 
 @pytest.fixture(scope='module')

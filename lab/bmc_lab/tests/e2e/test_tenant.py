@@ -35,7 +35,6 @@ from bmc_lab import tenant_job
 from ironic_bmc import image_properties
 
 
-pytestmark = pytest.mark.xdist_group('cloud')
 
 
 @pytest.fixture(scope='module')
