@@ -131,10 +131,12 @@ def test_cold_blocks_wait_for_a_restarting_web_server(lab, blob_image):
          extra={protocol.II_STREAM_CACHE: '8M'})
     # ACTIVE: the workload sleeps; the web server goes down for 20 s.
     active = time.monotonic()
-    assert procs.stop(lab, 'nginx')
-    time.sleep(20)
-    down_since_active = time.monotonic() - active
-    services.start_nginx(lab)
+    try:
+        assert procs.stop(lab, 'nginx')
+        time.sleep(20)
+        down_since_active = time.monotonic() - active
+    finally:
+        services.start_nginx(lab)
     report = container_job.wait_report(lab)
     print(container_job.format_report(report))
     assert report['workload_exit_code'] == 0, report.get('error')
