@@ -244,6 +244,11 @@ def main(argv=None):
     except procs.LabError as exc:
         print('bmc-lab %s: %s' % (args.command, exc), file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print('bmc-lab %s: interrupted; what it started in the lab goes on '
+              '(a deploy ends ACTIVE): the next "bmc-lab demo" undoes it, '
+              'or "bmc-lab down"' % args.command, file=sys.stderr)
+        return 130
     return 0
 
 

@@ -36,15 +36,19 @@ LOG = logging.getLogger(__name__)
 
 #: Lab configurations of the e2e tier: labfixture.lab_settings_for
 #: arguments.  One lab per configuration and worker comes up.
+#: How long a deploy waits for the agent: a TCG node boot takes 40-100 s
+#: and, with the other worker's node and a browser on the same two cores,
+#: was seen to pass 150 s.  (Two tests wait it out on purpose.)
+CALLBACK_TIMEOUT = 300
 LABS = {
-    'embedded': dict(deploy_callback_timeout=150),
+    'embedded': dict(deploy_callback_timeout=CALLBACK_TIMEOUT),
     # Two vCPUs: the low-noise job partitions them.
-    'runtime': dict(deploy_callback_timeout=150, node_cpus=2),
+    'runtime': dict(deploy_callback_timeout=CALLBACK_TIMEOUT, node_cpus=2),
     # Slow artifact downloads (to act mid-download), runs lost sooner.
-    'faults': dict(deploy_callback_timeout=150, workload_lost_timeout=45,
-                   artifact_rate_limit='4m'),
+    'faults': dict(deploy_callback_timeout=CALLBACK_TIMEOUT,
+                   workload_lost_timeout=45, artifact_rate_limit='4m'),
     'scaled': dict(profile=lab_settings.PROFILE_SCALED, conductors=2,
-                   deploy_callback_timeout=300),
+                   deploy_callback_timeout=CALLBACK_TIMEOUT),
     # (Nova refuses a second cloud on one RabbitMQ: one worker at most
     # runs the cloud group.)
     'cloud': dict(profile=lab_settings.PROFILE_CLOUD),

@@ -42,6 +42,7 @@ from bmc_lab import ociimage
 from bmc_lab import procs
 from bmc_lab import services
 from bmc_lab.tests.e2e import fault_table
+from bmc_lab.tests.e2e import labpool
 
 MiB = 1024 * 1024
 
@@ -281,7 +282,8 @@ def test_agent_gone_mid_deploy(lab):
     _wait_for_download(lab)
     nodes.virsh('suspend', _domain(lab))
     try:
-        node = fault.wait_state('deploy failed', 400)
+        node = fault.wait_state(
+            'deploy failed', labpool.CALLBACK_TIMEOUT + 300)
     finally:
         nodes.virsh('destroy', _domain(lab), check=False)
     row, report = fault.finish(node)

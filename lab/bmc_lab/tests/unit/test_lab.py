@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from unittest import mock
 
 import pytest
 
@@ -121,6 +122,56 @@ def test_tenant_demo_needs_the_cloud_profile(tmp_path, capsys):
     assert '--tenant runs through Nova: it needs --profile cloud, not ' \
         'scaled' in capsys.readouterr().err
 
+
+
+def test_an_interrupted_demo_says_what_to_run(tmp_path, capsys,
+                                             monkeypatch):
+    from bmc_lab import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, '_demo', interrupted)
+    rc = cli.main(['--state-dir', str(tmp_path), 'demo'])
+    assert rc == 130
+    err = capsys.readouterr().err
+    assert 'bmc-lab demo: interrupted' in err
+    assert 'the next "bmc-lab demo" undoes it' in err
+
+
+def test_reclaim_says_what_it_cannot_undo(monkeypatch):
+    from bmc_lab import container_job
+    node = mock.Mock(provision_state='clean failed')
+    cli = mock.Mock()
+    cli.node.get.return_value = node
+    monkeypatch.setattr(container_job.lab_client, 'get_client',
+                        lambda settings: cli)
+    settings = lab_settings.Settings(state_dir='/nonexistent')
+    with pytest.raises(procs.LabError, match='is clean failed, not '
+                                             'available: run .*baremetal '
+                                             'node show'):
+        container_job.reclaim(settings, out=lambda msg: None)
+    cli.node.set_provision_state.assert_not_called()
+
+
+def test_reclaim_waits_then_undeploys(monkeypatch):
+    from bmc_lab import container_job
+    states = iter(['deploying', 'wait call-back', 'active'])
+    cli = mock.Mock()
+    cli.node.get.side_effect = lambda name: mock.Mock(
+        provision_state=next(states, 'active'))
+    monkeypatch.setattr(container_job.lab_client, 'get_client',
+                        lambda settings: cli)
+    monkeypatch.setattr(container_job.time, 'sleep', lambda s: None)
+    undeployed = []
+    monkeypatch.setattr(container_job, 'undeploy',
+                        lambda settings, index, timeout: undeployed.append(
+                            index))
+    said = []
+    container_job.reclaim(lab_settings.Settings(state_dir='/nonexistent'),
+                          out=said.append)
+    assert undeployed == [0]
+    assert 'is deploying (an earlier run); waiting' in said[0]
+    assert 'was left active by an earlier run; undeploying' in said[1]
 
 
 def test_several_conductors_need_the_scaled_profile(tmp_path):
