@@ -18,9 +18,7 @@ by a hash of its inputs); the lab kernel's modules initrd by
 where Ironic may read them through file:// URLs.
 """
 
-import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import os
 import shutil
@@ -54,27 +52,16 @@ def _link_or_copy(src, dst):
         shutil.copyfile(src, dst)
 
 
-@contextlib.contextmanager
-def _cache_lock(out):
-    """Hold the cache's lock: labs side by side (test workers) build the
-    ramdisk once, one after the other, never into each other's files."""
-    with open(os.path.join(AGENT_CACHE, '.lock'), 'a') as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            out('Another lab is building the agent ramdisk in %s; '
-                'waiting for it ...' % AGENT_CACHE)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
 def ensure(settings, out=print):
     """Build (or reuse) the agent ramdisk and modules; return file paths."""
     if not os.path.exists(BUILD_SCRIPT):
         raise procs.LabError('%s is missing: the lab needs a source checkout '
                              'to build the agent ramdisk' % BUILD_SCRIPT)
-    os.makedirs(AGENT_CACHE, exist_ok=True)
-    with _cache_lock(out):
+    # Labs side by side (test workers) build the ramdisk once, one after
+    # the other, never into each other's files.
+    with procs.file_lock(os.path.join(AGENT_CACHE, '.lock'), out,
+                         'Another lab is building the agent ramdisk in '
+                         '%s; waiting for it ...' % AGENT_CACHE):
         return _ensure(settings, out)
 
 

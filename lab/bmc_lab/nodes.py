@@ -20,7 +20,6 @@ Ironic's ``boot.ipxe``.
 """
 
 import os
-import subprocess
 from xml.sax import saxutils
 
 from bmc_lab import logcursor
@@ -182,14 +181,9 @@ def remove(settings, index):
 
 def defined_lab_domains(settings):
     """Names of libvirt domains that belong to this lab."""
-    try:
-        res = subprocess.run(['virsh', '-c', services.LIBVIRT_URI, 'list',
-                              '--all', '--name'], capture_output=True,
-                             text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
     prefix = settings.name + '-node-'
-    return [n for n in res.stdout.split() if n.startswith(prefix)]
+    return [n for n in services.libvirt_domains() or ()
+            if n.startswith(prefix)]
 
 
 def enroll(cli, settings, index, driver='container-ipmi', **interfaces):

@@ -12,7 +12,9 @@
 
 """Processes the lab starts: spawn, track by pid file, stop, wait for."""
 
+import contextlib
 import errno
+import fcntl
 import os
 import signal
 import socket
@@ -55,17 +57,38 @@ def spawn(settings, name, argv, env=None, cwd=None):
     return proc
 
 
-def pid_of(settings, name):
-    """The pid of a running lab process called ``name``, else None."""
+def recorded(settings, name):
+    """(pid, executable) the pid file of ``name`` holds, else None; the
+    process may be gone (see :func:`pid_of`)."""
     try:
         with open(_pidfile(settings, name)) as f:
             pid_s, _, exe = f.read().strip().partition(' ')
-        pid = int(pid_s)
+        return int(pid_s), exe
     except (FileNotFoundError, ValueError):
         return None
-    if not _alive(pid, exe):
+
+
+def pid_of(settings, name):
+    """The pid of a running lab process called ``name``, else None."""
+    found = recorded(settings, name)
+    if found is None or not _alive(*found):
         return None
-    return pid
+    return found[0]
+
+
+@contextlib.contextmanager
+def file_lock(path, out=None, waiting=None):
+    """Hold an exclusive flock on ``path`` (created if need be); when
+    another process holds it, say ``waiting`` through ``out`` first."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'a') as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if out is not None and waiting:
+                out(waiting)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _alive(pid, exe=None):
@@ -241,7 +264,6 @@ def run_long(argv, what, log_path, out=print, timeout=1800, every=30):
     """Run a long command, its output going to ``log_path`` as it comes,
     and say every ``every`` seconds that it still runs (with its last log
     line): a build of minutes is never silent, on a terminal or not."""
-    full_env = dict(os.environ)
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     with open(log_path, 'ab') as log:
         log.write(('$ %s\n' % ' '.join(argv)).encode())
@@ -249,7 +271,7 @@ def run_long(argv, what, log_path, out=print, timeout=1800, every=30):
         try:
             proc = subprocess.Popen(argv, stdout=log,
                                     stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=full_env)
+                                    stdin=subprocess.DEVNULL)
         except OSError as exc:
             raise LabError('%s failed: %s' % (what, exc))
     start = time.monotonic()

@@ -19,7 +19,6 @@ leaves nothing behind.
 """
 
 import contextlib
-import fcntl
 import importlib.util
 import os
 import shutil
@@ -131,10 +130,20 @@ def host_settings():
 @contextlib.contextmanager
 def _host_lock():
     host = host_settings()
-    os.makedirs(host.state_dir, exist_ok=True)
-    with open(host.path('.lock'), 'a') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with procs.file_lock(host.path('.lock')):
         yield host
+
+
+def libvirt_domains():
+    """Names of every libvirt domain on the host, or None when libvirtd
+    does not answer."""
+    try:
+        res = subprocess.run(['virsh', '-c', LIBVIRT_URI, 'list', '--all',
+                              '--name'], capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout.split() if res.returncode == 0 else None
 
 
 @contextlib.contextmanager
@@ -488,12 +497,8 @@ def stop_libvirt_if_unused():
     if not any(procs.running(host_settings(), n) for n in HOST_PROCESSES):
         return []
     with _host_lock() as host:
-        if libvirt_reachable():
-            res = subprocess.run(['virsh', '-c', LIBVIRT_URI, 'list',
-                                  '--all', '--name'], capture_output=True,
-                                 text=True, timeout=30)
-            if res.returncode != 0 or res.stdout.split():
-                return []
+        if libvirt_reachable() and libvirt_domains() != []:
+            return []
         return [n for n in reversed(HOST_PROCESSES)
                 if procs.stop(host, n)]
 
@@ -512,9 +517,9 @@ def stop_all(settings):
     # Conductors beyond the first (scaled profile).
     conductors = sorted(n for n in pids
                         if n.startswith('ironic-conductor-'))
-    # (libvirtd and virtlogd: in the lab's own directory only when an
-    # older version started them there.)
     # The supervisor first: nothing is started again while the lab stops.
+    # (libvirtd and virtlogd are in the lab's own directory only when an
+    # older version started them there.)
     for name in ['supervisor'] + bmcs + conductors + list(reversed(ORDER)):
         if procs.stop(settings, name):
             stopped.append(name)

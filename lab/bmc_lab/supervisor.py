@@ -60,12 +60,10 @@ def parts(settings):
 
 def crashed(settings, name):
     """The pid a part's pid file names, when that process is gone."""
-    try:
-        with open(settings.path('run', name + '.pid')) as f:
-            pid = int(f.read().split()[0])
-    except (FileNotFoundError, ValueError, IndexError):
+    found = procs.recorded(settings, name)
+    if found is None or procs.running(settings, name):
         return None
-    return None if procs.running(settings, name) else pid
+    return found[0]
 
 
 def _reap_children():

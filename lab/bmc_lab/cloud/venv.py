@@ -23,7 +23,6 @@ its own, and only when pip has finished is ``<cache>/<key>`` pointed at it
 because its scripts name their interpreter by absolute path.
 """
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -120,8 +119,8 @@ def ensure(cache_dir=None, out=None, name='cloud'):
     if python:
         return python
     os.makedirs(cache, exist_ok=True)
-    with open(os.path.join(cache, '.lock'), 'w') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)    # another build may be running
+    # Another build may be running.
+    with procs.file_lock(os.path.join(cache, '.lock')):
         python = find(cache, name)
         if python:
             return python

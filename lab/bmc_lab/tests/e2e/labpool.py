@@ -126,21 +126,19 @@ def make_scheduler(config, log):
 
 
 def is_clean(settings):
-    """Ironic runs and every lab node is available and powered off."""
+    """Ironic runs and every lab node is available (an earlier test's
+    deploy undone, as ``bmc-lab demo`` does) and powered off."""
     if not control.is_up(settings):
         return False
     cli = lab_client.get_client(settings)
     for i in range(settings.nodes):
-        node = cli.node.get(settings.node_name(i))
-        if node.provision_state != 'available':
-            try:
-                container_job.undeploy(settings, i)
-            except Exception as exc:
-                LOG.warning('Node %s stays %s (%s): the lab comes up again',
-                            node.name, node.provision_state, exc)
-                return False
-            node = cli.node.get(settings.node_name(i))
-        if node.power_state != 'power off':
+        try:
+            container_job.reclaim(settings, i, out=LOG.info)
+        except Exception as exc:
+            LOG.warning('Node %s cannot be reclaimed (%s): the lab comes '
+                        'up again', settings.node_name(i), exc)
+            return False
+        if cli.node.get(settings.node_name(i)).power_state != 'power off':
             return False
     return True
 
