@@ -58,56 +58,69 @@ def _node_clean(settings, node_id):
     return node
 
 
-def test_tenant_runs_a_job_through_nova(lab):
+@pytest.fixture(scope='module')
+def nova_job(lab):
+    """One server of the tenant, observed once for the two tests below
+    (one node boot, not two): a job from a Glance image with an
+    environment property, on the flavor whose trait selects the
+    ``thp-never`` tunables profile, run to its end and deleted."""
     settings, reference = lab
     image = tenant_job.create_image(
         settings, 'e2e-tenant-job', reference, container_mode='job',
         container_env={'DEMO_MESSAGE': 'from a Glance property'})
     t0 = time.monotonic()
-    server = tenant_job.boot(settings, 'e2e-tenant-job', image.id)
+    server = tenant_job.boot(settings, 'e2e-tenant-job', image.id,
+                             flavor='bm.container.thp-never')
     print('server create -> %s: %.1fs' % (server.status,
                                           time.monotonic() - t0))
     node = tenant_job.node_of(settings, server.id)
+    report = container_job.wait_report(settings, name=node.name)
+    print(container_job.format_report(report))
+    # The job ended, Ironic powered the node off and told Nova.
+    final = tenant_job.wait_server(settings, server.id, 'SHUTOFF', 300)
+    tenant_job.delete(settings, server.id)
+    return {'image': image, 'node': node, 'report': report,
+            'final_status': final.status,
+            'status_after_delete': tenant_job.server_status(settings,
+                                                            server.id),
+            'node_after_delete': _node_clean(settings, node.id)}
+
+
+def test_tenant_runs_a_job_through_nova(lab, nova_job):
+    settings, reference = lab
+    node = nova_job['node']
     # Nova set only the image's UUID; the deploy read the rest from
     # Glance and kept it while the node is deployed.
-    assert node.instance_info['image_source'] == image.id
+    assert node.instance_info['image_source'] == nova_job['image'].id
     assert 'container_image' not in node.instance_info
     assert node.deploy_interface == 'container'
     snap = node.driver_internal_info[image_properties.SNAPSHOT_KEY]
     assert snap['container_image'] == reference
     assert snap['container_mode'] == 'job'
 
-    report = container_job.wait_report(settings, name=node.name)
-    print(container_job.format_report(report))
+    report = nova_job['report']
     assert report['image'] == reference
     assert report['workload_exit_code'] == 0
     assert 'message:  from a Glance property' in report['output_tail']
-    # The job ended, Ironic powered the node off and told Nova.
-    final = tenant_job.wait_server(settings, server.id, 'SHUTOFF', 300)
-    assert final.status == 'SHUTOFF'
-
-    tenant_job.delete(settings, server.id)
-    assert tenant_job.server_status(settings, server.id) is None
-    _node_clean(settings, node.id)
+    assert nova_job['final_status'] == 'SHUTOFF'
+    # Deleted: the server is gone, the node available, powered off and
+    # holding nothing of the run.
+    assert nova_job['status_after_delete'] is None
+    assert nova_job['node_after_delete'].instance_id is None
 
 
-def test_flavor_trait_selects_tunables(lab):
+def test_flavor_trait_selects_tunables(nova_job):
     """A flavor requiring CUSTOM_BMC_TUNABLES_THP_NEVER: Nova passes the
     trait, Ironic's deploy template of that name runs bmc_apply_tunables
     with the profile, and the node reads the knob back."""
-    settings, reference = lab
-    image = tenant_job.create_image(settings, 'e2e-tenant-thp', reference,
-                                    container_mode='job')
-    server = tenant_job.boot(settings, 'e2e-tenant-thp', image.id,
-                             flavor='bm.container.thp-never')
-    node = tenant_job.node_of(settings, server.id)
+    node = nova_job['node']
     assert node.instance_info['traits'] == ['CUSTOM_BMC_TUNABLES_THP_NEVER']
-    report = container_job.wait_report(settings, name=node.name)
-    thp = report['tunables']['thp']
+    thp = nova_job['report']['tunables']['thp']
     assert (thp['requested'], thp['actual'], thp['ok']) == (
         'never', 'never', True), thp
-    tenant_job.delete(settings, server.id)
-    _node_clean(settings, node.id)
+    # The job's output shows the knob as the workload saw it.
+    assert 'thp:      always madvise [never]' in (
+        nova_job['report']['output_tail'])
 
 
 def test_tenant_launches_from_horizon(lab):
