@@ -18,6 +18,7 @@ started in its own session and recorded under ``run/`` so ``stop_all``
 leaves nothing behind.
 """
 
+import configparser
 import contextlib
 import importlib.util
 import os
@@ -403,7 +404,39 @@ def _ironic_argv(settings, name):
             '--config-file', settings.path('etc', 'ironic.conf')]
     if name.startswith('ironic-conductor-'):
         argv += ['--config-file', settings.path('etc', name + '.conf')]
+    # Last, so that its options win: see ironic_overridden().
+    override = settings.path('etc', OVERRIDE_CONF)
+    if os.path.exists(override):
+        argv += ['--config-file', override]
     return argv
+
+
+#: Options laid over every Ironic process's configuration for a while
+#: (ironic_overridden).
+OVERRIDE_CONF = 'ironic-override.conf'
+
+
+@contextlib.contextmanager
+def ironic_overridden(settings, options):
+    """Run the lab's Ironic with ``options`` ({section: {key: value}})
+    laid over its configuration, then as before.
+
+    For what Ironic reads only when it starts (such as
+    ``[conductor]deploy_callback_timeout``): the processes restart on
+    entry and on exit, on the same database.
+    """
+    path = settings.path('etc', OVERRIDE_CONF)
+    conf = configparser.ConfigParser(interpolation=None)
+    for section, values in options.items():
+        conf[section] = {k: str(v) for k, v in values.items()}
+    with open(path, 'w') as f:
+        conf.write(f)
+    try:
+        restart_ironic(settings)
+        yield
+    finally:
+        os.unlink(path)
+        restart_ironic(settings)
 
 
 def _start_ironic_process(settings, name):

@@ -11,6 +11,7 @@
 # under the License.
 
 import configparser
+import os
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 from bmc_lab import ironic_conf
 from bmc_lab import nodes
 from bmc_lab import procs
+from bmc_lab import services
 from bmc_lab import settings as lab_settings
 from bmc_lab import smoke
 
@@ -184,7 +186,6 @@ def test_several_conductors_need_the_scaled_profile(tmp_path):
 
 
 def test_second_conductor_has_its_own_host_cache_and_reports(tmp_path):
-    from bmc_lab import services
     settings = lab_settings.Settings(state_dir=str(tmp_path), name='lab',
                                      profile='scaled', conductors=2)
     assert services.ironic_processes(settings) == (
@@ -210,6 +211,32 @@ def test_second_conductor_has_its_own_host_cache_and_reports(tmp_path):
                         settings.path('etc', 'ironic-conductor-2.conf')]
     assert services._ironic_argv(settings, 'ironic-conductor')[1:] == [
         '--config-file', settings.path('etc', 'ironic.conf')]
+
+
+def test_ironic_overridden_lays_options_over_and_takes_them_back(
+        settings, monkeypatch):
+    os.makedirs(settings.path('etc'))
+    override = settings.path('etc', services.OVERRIDE_CONF)
+    seen = []
+
+    def restart(s, crash=False, names=None):
+        # What each restart starts the processes with.
+        seen.append(services._ironic_argv(s, 'ironic')[1:])
+    monkeypatch.setattr(services, 'restart_ironic', restart)
+    base = ['--config-file', settings.path('etc', 'ironic.conf')]
+    with pytest.raises(RuntimeError):
+        with services.ironic_overridden(settings, {'conductor': {
+                'deploy_callback_timeout': 60}}):
+            parser = configparser.ConfigParser(interpolation=None)
+            parser.read(override)
+            assert parser['conductor']['deploy_callback_timeout'] == '60'
+            raise RuntimeError('the test failed')
+    # Restarted with the options laid over (last wins), then without them,
+    # also when the code inside failed.
+    assert seen == [base + ['--config-file', override], base]
+    assert not os.path.exists(override)
+    assert services._ironic_argv(settings, 'ironic')[1:] == base
+
 
 def test_node_network_is_restricted_to_loopback_forwards(settings):
     spec = nodes.netdev_spec(settings, 1)
