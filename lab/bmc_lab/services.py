@@ -18,7 +18,6 @@ started in its own session and recorded under ``run/`` so ``stop_all``
 leaves nothing behind.
 """
 
-import configparser
 import contextlib
 import importlib.util
 import os
@@ -27,6 +26,7 @@ import subprocess
 import sys
 import time
 
+from bmc_lab import inifile
 from bmc_lab import ironic_conf
 from bmc_lab import procs
 from bmc_lab import settings as lab_settings
@@ -426,11 +426,11 @@ def ironic_overridden(settings, options):
     entry and on exit, on the same database.
     """
     path = settings.path('etc', OVERRIDE_CONF)
-    conf = configparser.ConfigParser(interpolation=None)
-    for section, values in options.items():
-        conf[section] = {k: str(v) for k, v in values.items()}
-    with open(path, 'w') as f:
-        conf.write(f)
+    _write(path, inifile.ini_text(
+        {section: {k: str(v) for k, v in values.items()}
+         for section, values in options.items()},
+        '# Laid over ironic.conf for a while (bmc_lab.services.'
+        'ironic_overridden).\n'))
     try:
         restart_ironic(settings)
         yield
