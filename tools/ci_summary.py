@@ -89,7 +89,11 @@ def read_phases(log_path):
 
 
 def read_junit(path):
-    """[(nodeid, seconds, outcome, properties)] of one JUnit XML file."""
+    """[(nodeid, seconds, outcome, properties)] of one JUnit XML file.
+
+    A failed test's properties hold ``why``: the lines of its failure
+    that say why (pytest's ``E`` lines, else the message).
+    """
     tests = []
     root = ET.parse(path).getroot()
     for case in root.iter('testcase'):
@@ -99,6 +103,8 @@ def read_junit(path):
                  for p in case.iter('property')}
         for child in case:
             if child.tag in ('failure', 'error'):
+                if outcome in ('passed', 'skipped'):
+                    props['why'] = why_failed(child)
                 outcome = 'failed' if child.tag == 'failure' else 'error'
             elif child.tag == 'skipped' and outcome == 'passed':
                 outcome = 'skipped'
@@ -107,15 +113,40 @@ def read_junit(path):
     return tests
 
 
+def why_failed(element, max_lines=12):
+    """The lines of a JUnit failure/error element that say why."""
+    text = element.text or ''
+    lines = [ln for ln in text.splitlines() if ln.startswith('E ')]
+    if not lines:
+        lines = (element.get('message') or text).splitlines()[-max_lines:]
+    return '\n'.join(ln.rstrip()[:240] for ln in lines[:max_lines])
+
+
 def tier_of(path):
     """'e2e' of .../junit-e2e.xml."""
     return os.path.basename(path)[len('junit-'):-len('.xml')]
 
 
-def lab_logs_of(logs_root, tier):
-    """The log files of a tier's labs (every worker's), newest last."""
-    pattern = os.path.join(logs_root, '%s*' % tier, 'logs', '*.log')
-    return sorted(glob.glob(pattern), key=os.path.getmtime)
+def failed_lab_logs(logs_root, failed, per_lab=6):
+    """The logs to show for the failed tests: those of each failed test's
+    own lab (its ``lab_dir`` property), else those of its tier's labs;
+    newest last, at most ``per_lab`` of each lab."""
+    patterns = []
+    for tier, (_nodeid, _s, _o, props) in failed:
+        lab_dir = props.get('lab_dir')
+        pattern = (os.path.join(logs_root, os.path.basename(lab_dir), 'logs',
+                                '*.log')
+                   if lab_dir else os.path.join(logs_root, '%s*' % tier,
+                                                'logs', '*.log'))
+        if pattern not in patterns:
+            patterns.append(pattern)
+    logs = []
+    for pattern in patterns:
+        found = [p for p in sorted(glob.glob(pattern), key=os.path.getmtime)
+                 if os.path.getsize(p)
+                 and os.path.basename(p) not in QUIET_LOGS]
+        logs += [p for p in found[-per_lab:] if p not in logs]
+    return logs
 
 
 def read_allowed_skips(path):
@@ -244,15 +275,19 @@ def main(argv=None):
         print('-- FAILED tests:')
         for tier, (nodeid, seconds, outcome, _p) in failed:
             print('   %s %s (%s, %s)' % (tier, nodeid, outcome, mmss(seconds)))
-        for tier in sorted({tier for tier, _t in failed}):
-            logs = [p for p in lab_logs_of(logs_root, tier)
-                    if os.path.getsize(p)
-                    and os.path.basename(p) not in QUIET_LOGS]
-            for log in logs[-6:]:
-                print('---- %s (tail)' % log)
-                with open(log, errors='replace') as f:
-                    for line in f.readlines()[-15:]:
-                        print('     ' + line.rstrip('\n')[:240])
+        for log in failed_lab_logs(logs_root, failed):
+            print('---- %s (tail)' % log)
+            with open(log, errors='replace') as f:
+                for line in f.readlines()[-15:]:
+                    print('     ' + line.rstrip('\n')[:240])
+        # Last, where a truncated log still shows it: why each failed.
+        print('-- why they failed:')
+        for tier, (nodeid, _s, _o, props) in failed:
+            lab = props.get('lab_dir')
+            print('   %s %s%s:' % (tier, nodeid, ' (lab %s)'
+                                   % os.path.basename(lab) if lab else ''))
+            for line in (props.get('why') or '(no message)').splitlines():
+                print('     ' + line)
         print('-- FAILED: %s' % ', '.join(
             nodeid.rsplit('.', 1)[-1] for _tier, (nodeid, *_r) in failed))
 

@@ -62,12 +62,28 @@ def pytest_runtest_makereport(item, call):
     if call.when == 'call':
         item.user_properties.extend(
             (fault_table.PROPERTY, row) for row in fault_table.take())
+        lab_dir = _lab_dir(item)
+        if lab_dir:
+            item.user_properties.append((LAB_DIR_PROPERTY, lab_dir))
     elif call.when == 'teardown':
         before = item.stash.get(boot_count.BEFORE, None)
         now = boot_count.boots()
         if before is not None and now is not None:
             item.user_properties.append((boot_count.PROPERTY, now - before))
     yield
+
+
+#: JUnit property: the state directory of the lab a test ran on (CI's
+#: summary prints the tails of that lab's logs when the test fails).
+LAB_DIR_PROPERTY = 'lab_dir'
+
+
+def _lab_dir(item):
+    for value in getattr(item, 'funcargs', {}).values():
+        state_dir = getattr(value, 'state_dir', None)
+        if isinstance(state_dir, str):
+            return state_dir
+    return None
 
 
 def pytest_runtest_logreport(report):
