@@ -26,8 +26,8 @@ import shutil
 from ironic.common import exception
 from ironic.common.i18n import _
 
-from bmc_common import protocol
 from ironic_bmc.conf import CONF
+from ironic_bmc.drivers import agent_replies
 
 
 def _base(node_uuid, deploy_id):
@@ -42,32 +42,67 @@ def _write(path, data):
     os.replace(tmp, path)
 
 
-def save(node_uuid, deploy_id, collected):
+def save(node, deploy_id, collected, wanted):
     """Store what the collect step returned; the report's ``output`` and
-    ``results`` sections."""
-    base = _base(node_uuid, deploy_id)
-    output = collected.get('output') or {}
-    data = protocol.unpack(output['data']) if output.get('data') else b''
-    _write(base + '.output.log', data)
-    section = {'bytes': output.get('bytes', len(data)), 'kept': len(data),
-               'dropped': output.get('dropped', 0),
-               'sha256': hashlib.sha256(data).hexdigest()}
+    ``results`` sections.
+
+    The node's reply is checked before anything is written: an object of
+    the protocol's shape, the output within ``[container]output_max_mb``
+    once unpacked, only the result paths the run asked for (``wanted``),
+    together within ``[container]results_max_mb``.
+
+    :raises: AgentReplyInvalid naming what broke the protocol; nothing of
+        this run is left on disk then.
+    """
+    base = _base(node.uuid, deploy_id)
+    collected = agent_replies.mapping(node, collected, _('the collect reply'))
+    output = agent_replies.mapping(node, collected.get('output') or {},
+                                   _('the collected output'))
+    output_max = CONF.container.output_max_mb * 1024 * 1024
+    data = (agent_replies.unpack(node, output['data'], output_max,
+                                 _('the collected output'))
+            if output.get('data') else b'')
+    section = {
+        'bytes': agent_replies.integer(node, output.get('bytes', len(data)),
+                                       _('the output\'s "bytes"')),
+        'kept': len(data),
+        'dropped': agent_replies.integer(node, output.get('dropped', 0),
+                                         _('the output\'s "dropped"')),
+        'sha256': hashlib.sha256(data).hexdigest()}
     section['complete'] = section['dropped'] == 0
-    results = {}
-    results_dir = base + '.results'
-    shutil.rmtree(results_dir, ignore_errors=True)
-    for path, entry in sorted((collected.get('results') or {}).items()):
-        if 'data' not in entry:
-            results[path] = {'error': entry.get('error', 'not returned')}
+    returned = agent_replies.mapping(node, collected.get('results') or {},
+                                     _('the collected results'))
+    unasked = sorted(set(returned) - set(wanted))
+    if unasked:
+        raise agent_replies.refuse(
+            node, _('result files the run did not ask for: %s')
+            % ', '.join(repr(p)[:100] for p in unasked[:5]))
+    results, files = {}, {}
+    budget = CONF.container.results_max_mb * 1024 * 1024
+    for path in wanted:
+        if path not in returned:
             continue
-        content = protocol.unpack(entry['data'])
+        entry = agent_replies.mapping(node, returned[path],
+                                      _('result %r') % path)
+        if 'data' not in entry:
+            results[path] = {'error': str(entry.get('error')
+                                          or 'not returned')[:500]}
+            continue
+        content = agent_replies.unpack(node, entry['data'], budget,
+                                       _('result %r') % path)
+        budget -= len(content)
         digest = hashlib.sha256(content).hexdigest()
         if entry.get('sha256') not in (None, digest):
             results[path] = {'error': 'the content changed on its way from '
                                       'the node (sha256 mismatch)'}
             continue
-        _write(_result_path(results_dir, path), content)
+        files[path] = content
         results[path] = {'size': len(content), 'sha256': digest}
+    results_dir = base + '.results'
+    shutil.rmtree(results_dir, ignore_errors=True)
+    _write(base + '.output.log', data)
+    for path, content in files.items():
+        _write(_result_path(results_dir, path), content)
     return section, results
 
 

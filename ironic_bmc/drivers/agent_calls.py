@@ -16,11 +16,20 @@ Ironic forgets the agent's URL and token when a deploy ends; a container
 node's agent stays up next to the workload, so the deploy keeps them
 (``remember``) and calls in-band steps synchronously through a copy of the
 node that knows them again (``call``).
+
+Nothing a running node answers is trusted (its workload is root next to
+the agent): replies are bounded in size and time (agent_replies), the
+result read is the one of the command this call started (by its id), and
+a reply of the wrong shape raises ``AgentReplyInvalid``.
 """
 
 from ironic.common import exception
+from ironic.common.i18n import _
 from ironic.drivers.modules import agent_client
 import tenacity
+
+from ironic_bmc.conf import CONF
+from ironic_bmc.drivers import agent_replies
 
 #: driver_internal_info key; masked by the API like every *token* key.
 AGENT_KEY = 'bmc_agent'
@@ -63,6 +72,29 @@ def reachable(node):
                 .get('agent_url'))
 
 
+#: Bytes of any one reply besides the run's output and result files.
+REPLY_SLACK = 1024 * 1024
+
+
+def reply_max_bytes():
+    """The most one agent reply may hold: the output and result files
+    of a run (gzip then base64: 4/3 of them at worst), and slack.  The
+    agent's command list repeats every result it still holds, so every
+    reply gets this bound."""
+    kept = (CONF.container.output_max_mb
+            + CONF.container.results_max_mb) * 1024 * 1024
+    return kept * 4 // 3 + REPLY_SLACK
+
+
+def _client(task, timeout):
+    try:
+        return task.bmc_agent_client
+    except AttributeError:
+        task.bmc_agent_client = agent_replies.bounded_client(
+            reply_max_bytes(), max(timeout, 60))
+        return task.bmc_agent_client
+
+
 #: Seconds a call waits for the agent to finish another command.
 BUSY_WAIT = 15
 #: The agent command a deploy step runs as (AgentClient.execute_deploy_step).
@@ -73,20 +105,22 @@ def call(task, step_name, args=None, timeout=60, poll_interval=0.5):
     """Run an in-band step of the agent and return its result.
 
     Polls the command as ``AgentClient`` does for its own long commands
-    (``get_last_command_status`` until it is no longer RUNNING), with this
+    (the agent's command list until it is no longer RUNNING), with this
     call's own ``timeout`` instead of ``[agent]command_wait_attempts`` x
     ``command_wait_interval`` (600 s by default), which a service step
     holding the node's lock must not wait.
 
     :raises: AgentCommandTimeout if the step still runs after ``timeout``
-        seconds; IronicException with the agent's error if it failed.
+        seconds; AgentReplyInvalid if a reply is too large, too slow or
+        of the wrong shape; IronicException with the agent's error if the
+        step failed.
     """
     node = task.node.obj_clone()  # never saved
     for key, value in (node.driver_internal_info.get(AGENT_KEY)
                        or {}).items():
         if value is not None:
             node.driver_internal_info[key] = value
-    client = agent_client.get_client(task)
+    client = _client(task, timeout)
     step = {'interface': 'deploy', 'step': step_name, 'args': args or {}}
 
     # IPA runs one command at a time: a status poll (shared lock) and an
@@ -99,7 +133,8 @@ def call(task, step_name, args=None, timeout=60, poll_interval=0.5):
     def _execute():
         return client.execute_deploy_step(step, node, [])
 
-    result = _execute()
+    result = _reply(node, step_name, _execute)
+    command_id = result.get('id')
 
     @tenacity.retry(
         retry=tenacity.retry_if_exception_type(
@@ -108,15 +143,61 @@ def call(task, step_name, args=None, timeout=60, poll_interval=0.5):
         wait=tenacity.wait_fixed(poll_interval),
         reraise=True)
     def _wait():
-        status = client.get_last_command_status(node, _METHOD)
+        status = _own_command(node, step_name, command_id,
+                              client.get_commands_status(node))
         if status is None or status.get('command_status') == 'RUNNING':
             raise exception.AgentCommandTimeout(command=step_name,
                                                 node=node.uuid)
         return status
 
     if result.get('command_status') == 'RUNNING':
-        result = _wait()
+        result = _reply(node, step_name, _wait)
     if result.get('command_status') != 'SUCCEEDED':
         raise exception.IronicException(
             agent_client.get_command_error(result))
-    return (result.get('command_result') or {}).get('deploy_result') or {}
+    command_result = agent_replies.mapping(
+        node, result.get('command_result') or {},
+        _('the result of %s') % step_name)
+    return agent_replies.mapping(
+        node, command_result.get('deploy_result') or {},
+        _('the deploy_result of %s') % step_name)
+
+
+def _reply(node, step_name, request):
+    """Run ``request`` (a call of Ironic's client); a reply it cannot
+    read, or one that is no command, is the node's fault."""
+    try:
+        result = request()
+    except agent_replies.ReplyRefused as exc:
+        raise agent_replies.refuse(
+            node, '%s: %s' % (step_name, exc)) from None
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        # Ironic's client reads the reply as a dict of the right keys.
+        raise agent_replies.refuse(
+            node, _('%(step)s: a reply of the wrong shape (%(err)s)')
+            % {'step': step_name, 'err': exc}) from None
+    except exception.IronicException as exc:
+        if agent_replies.refused(exc):
+            raise agent_replies.refuse(
+                node, _('%(step)s: %(err)s')
+                % {'step': step_name, 'err': exc}) from None
+        raise
+    return agent_replies.mapping(node, result,
+                                 _('the reply to %s') % step_name)
+
+
+def _own_command(node, step_name, command_id, commands):
+    """The agent's command this call started, from its command list (by
+    id: a status poll started by another call must not answer ours)."""
+    if not isinstance(commands, list):
+        raise agent_replies.refuse(
+            node, _('%s: the command list is not a list') % step_name)
+    for command in reversed(commands):
+        if not isinstance(command, dict):
+            continue
+        if command_id is not None:
+            if command.get('id') == command_id:
+                return command
+        elif command.get('command_name') == _METHOD.split('.', 1)[1]:
+            return command
+    return None

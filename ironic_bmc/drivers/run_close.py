@@ -41,6 +41,7 @@ from oslo_log import log
 from bmc_common import protocol
 from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
+from ironic_bmc.drivers import agent_replies
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import rootfs
@@ -98,7 +99,7 @@ def record_exit(task, status):
     LOG.info('Workload on node %(node)s exited with code %(code)s',
              {'node': node.uuid, 'code': status.get('exit_code')})
     timeout = _walltime_end(node, report, status)
-    collect(task, report)
+    refused = collect(task, report)
     integrity = status.get('integrity')
     if integrity:
         # The root's content was not what the conductor built: the run
@@ -114,7 +115,12 @@ def record_exit(task, status):
                              t_off, time.time())
         finish_energy(node, report, status)
         run_report.update(node, report, state='failed'
-                          if integrity or timeout else 'finished')
+                          if integrity or timeout or refused
+                          else 'finished')
+    if refused:
+        manager_utils.node_history_record(node, event=refused,
+                                          event_type='monitoring',
+                                          error=True)
     if timeout:
         manager_utils.node_history_record(node, event=timeout,
                                           event_type='monitoring')
@@ -129,7 +135,11 @@ def record_exit(task, status):
 
 def collect(task, report):
     """Bring the run's kept output and its result files
-    (``container_results``) from the agent, next to the report."""
+    (``container_results``) from the agent, next to the report.
+
+    :returns: None, or the error when the node's reply broke the
+        protocol (the run failed then; the report says so).
+    """
     node = task.node
     info = node.driver_internal_info.get(DEPLOY_KEY) or {}
     wanted = info.get('results') or []
@@ -139,19 +149,28 @@ def collect(task, report):
             args={'results': wanted,
                   'max_bytes': CONF.container.results_max_mb * 1024 * 1024},
             timeout=120)
-        output, results = run_files.save(node.uuid, report['deploy_id'],
-                                         collected)
+        output, results = run_files.save(node, report['deploy_id'],
+                                         collected, wanted)
+    except agent_replies.AgentReplyInvalid as exc:
+        message = (_('The output and results of the run on node %(node)s '
+                     'were refused: %(err)s') % {'node': node.uuid,
+                                                  'err': exc})
+        LOG.error(message)
+        run_report.update(node, report, error=message, output={
+            'error': _('refused: %s') % exc})
+        return message
     except (exception.IronicException, OSError, ValueError) as exc:
         LOG.warning('Could not bring the output and results of the run '
                     'on node %(node)s to the conductor: %(err)s',
                     {'node': node.uuid, 'err': exc})
         run_report.update(node, report, output={
             'error': _('not collected: %s') % exc})
-        return
+        return None
     fields = {'output': output}
     if wanted:
         fields['results'] = results
     run_report.update(node, report, **fields)
+    return None
 
 
 def _walltime_end(node, report, status):
@@ -181,10 +200,14 @@ def stop_workload(task):
     grace = CONF.container.stop_grace_period
     try:
         # The agent waits grace, then up to 10 s for the SIGKILL.
-        return agent_calls.call(
+        status = agent_calls.call(
             task, protocol.STEP_STOP_WORKLOAD,
             args={'grace': grace, 'reason': protocol.STOP_UNDEPLOY},
             timeout=grace + 30)
+        return agent_replies.workload_status(node, status,
+                                             _('the stop reply'))
+    except agent_replies.AgentReplyInvalid:
+        raise
     except exception.IronicException as exc:
         LOG.warning('Could not stop the workload of node %(node)s '
                     'gracefully; powering it off: %(err)s',
@@ -216,13 +239,17 @@ def close(task):
     if not report or report.get('state') in run_report.FINAL_STATES:
         return
     state = report.get('state')
-    status = None
+    status = refused = None
     if state == 'running' and agent_calls.reachable(node):
-        status = stop_workload(task)
+        try:
+            status = stop_workload(task)
+        except agent_replies.AgentReplyInvalid as exc:
+            refused = str(exc)
+            LOG.error('%s; powering the node off', refused)
     if status:
         _record_final(node, report, status)
         if status.get('state') == 'exited':
-            collect(task, report)
+            refused = collect(task, report)
     t_off = time.time()
     if node.power_state != states.POWER_OFF:
         manager_utils.node_power_action(task, states.POWER_OFF)
@@ -241,6 +268,8 @@ def close(task):
                              t_off, time.time())
         finish_energy(node, report, status)
         run_report.update(node, report, state='undeployed')
+        if refused:
+            run_report.update(node, report, error=refused)
     node.save()
 
 

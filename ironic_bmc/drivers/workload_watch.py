@@ -44,6 +44,7 @@ from oslo_log import log
 from bmc_common import protocol
 from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
+from ironic_bmc.drivers import agent_replies
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import stream_report
@@ -57,9 +58,11 @@ _unanswered = {}
 
 
 def _status(task, notify_exit=False):
-    return agent_calls.call(task, protocol.STEP_WORKLOAD_STATUS,
-                            args={'notify_exit': True} if notify_exit
-                            else None, timeout=30)
+    status = agent_calls.call(task, protocol.STEP_WORKLOAD_STATUS,
+                              args={'notify_exit': True} if notify_exit
+                              else None, timeout=30)
+    return agent_replies.workload_status(task.node, status,
+                                         _('the workload status'))
 
 
 #: The nodes the periodic watch looks at (node_periodic filters)...
@@ -141,6 +144,13 @@ def check(task):
     key = (node.uuid, deploy_id)
     try:
         status = _status(task, notify_exit=notify_exit)
+    except agent_replies.AgentReplyInvalid as exc:
+        # Not a silence to wait out: the node broke the protocol (its
+        # workload is root next to the agent).  The run ends here.
+        LOG.error('%s', exc)
+        status = None
+        reason = (_('the node answered outside the protocol, so nothing '
+                    'more it says is read: %s') % exc)
     except exception.IronicException as exc:
         first, _last = _unanswered.get(key, (time.monotonic(), None))
         _unanswered[key] = (first, str(exc))

@@ -613,6 +613,75 @@ class WatchTestCase(ContainerDeployTestCase):
         self.assertIn('agent gone', report['output']['error'])
         self.assertEqual('finished', report['state'])
 
+    def _hostile_collect(self, reply, mock_power, mock_call):
+        self._running('job')
+        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {
+            'results': ['/results/out.csv']})
+        self.node.save()
+        mock_call.return_value = reply
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            run_close.record_exit(task, {'state': 'exited', 'exit_code': 0,
+                                         'output_tail': ''})
+            mock_power.assert_called_once_with(task, states.POWER_OFF)
+            report = run_report.get(task.node)
+            history = [h.event for h in objects.NodeHistory.list_by_node_id(
+                self.context, task.node.id)]
+        self.assertEqual('failed', report['state'])
+        self.assertIn('were refused: The agent of node %s sent a reply the '
+                      'conductor refuses' % self.node.uuid, report['error'])
+        self.assertEqual([report['error']], history)
+        # Nothing of the run is kept on the conductor.
+        self.assertRaises(exception.NotFound, run_files.read_output,
+                          self.node.uuid, 'x')
+        return report
+
+    @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    def test_gzip_bomb_in_the_output_fails_the_run(self, mock_power,
+                                                   mock_call):
+        # 64 MiB of zeros in 64 KiB, past [container]output_max_mb (16).
+        bomb = _packed(b'\0' * (64 * 1024 * 1024))
+        self.assertLess(len(bomb['data']), 100 * 1024)
+        report = self._hostile_collect({'output': bomb}, mock_power,
+                                       mock_call)
+        self.assertIn('the collected output: expands to more than 16777216 '
+                      'bytes', report['error'])
+
+    @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    def test_result_the_run_did_not_ask_for_fails_the_run(self, mock_power,
+                                                          mock_call):
+        report = self._hostile_collect(
+            {'output': _packed(b'ok\n'),
+             'results': {'/results/out.csv': _packed(b'1\n'),
+                         '/etc/shadow': _packed(b'root:x\n')}},
+            mock_power, mock_call)
+        self.assertIn("result files the run did not ask for: '/etc/shadow'",
+                      report['error'])
+        self.assertRaises(exception.NotFound, run_files.read_result,
+                          self.node.uuid, 'x', '/results/out.csv')
+
+    @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    def test_results_past_their_bound_together_fail_the_run(
+            self, mock_power, mock_call):
+        self.config(results_max_mb=1, group='container')
+        self._running('job')
+        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {
+            'results': ['/a', '/b']})
+        self.node.save()
+        half = b'x' * (700 * 1024)
+        mock_call.return_value = {'output': _packed(b''), 'results': {
+            '/a': _packed(half), '/b': _packed(half)}}
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            run_close.record_exit(task, {'state': 'exited', 'exit_code': 0})
+            report = run_report.get(task.node)
+        self.assertEqual('failed', report['state'])
+        self.assertIn("result '/b': expands to more than", report['error'])
+
     @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
                        autospec=True)
     def test_job_ended_at_its_walltime_fails(self, mock_power):
@@ -828,6 +897,9 @@ class WatcherRaceTestCase(ContainerDeployTestCase):
         mock_power.assert_not_called()
 
 
+_REAL_STATUS = workload_watch._status
+
+
 @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
                    autospec=True)
 @mock.patch.object(workload_watch, '_status', autospec=True)
@@ -891,6 +963,26 @@ class LostRunTestCase(ContainerDeployTestCase):
         node = self._poll()
         self.assertEqual('running', run_report.get(node)['state'])
         mock_power.assert_not_called()
+
+    @mock.patch.object(workload_watch.agent_calls, 'call', autospec=True)
+    def test_forged_status_fails_the_run_at_once(self, mock_call,
+                                                 mock_status, mock_power):
+        # The workload (root next to the agent) answers in its place.
+        mock_status.side_effect = _REAL_STATUS
+        mock_call.return_value = {'state': 'exited',
+                                  'exit_code': '0; but trust me',
+                                  'output_tail': 'x' * 10}
+        node = self._poll()
+        report = run_report.get(node)
+        self.assertEqual('failed', report['state'])
+        self.assertIn('answered outside the protocol', report['error'])
+        self.assertIn("the workload status: exit_code is '0; but trust me'",
+                      report['error'])
+        self.assertIsNone(report['workload_exit_code'])
+        self.assertEqual(report['error'], node.last_error)
+        mock_power.assert_called_once_with(mock.ANY, states.POWER_OFF)
+        # The run is over: the periodic watch no longer reads the node.
+        self.assertFalse(workload_watch.watched(node))
 
     def test_agent_that_forgot_the_workload_loses_the_run(
             self, mock_status, mock_power):
@@ -961,9 +1053,9 @@ class VendorTestCase(ContainerDeployTestCase):
             'deploy_id': deploy_id, 'state': 'finished',
             'output': {'bytes': 12, 'dropped': 2}})
         self.node.save()
-        run_files.save(self.node.uuid, deploy_id, {
+        run_files.save(self.node, deploy_id, {
             'output': _packed(b'all of it\n'),
-            'results': {'/r/x.bin': _packed(b'\x00\x01')}})
+            'results': {'/r/x.bin': _packed(b'\x00\x01')}}, ['/r/x.bin'])
         with task_manager.acquire(self.context, self.node.uuid) as task:
             vendor = task.driver.vendor
             vendor.validate(task, method='run_output')
