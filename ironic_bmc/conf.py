@@ -59,9 +59,24 @@ opts = [
     cfg.ListOpt('allowed_registries', default=[],
                 help='Registries container images may come from, as '
                      'host:port, or as host for every port of that host. '
-                     'Empty: any.  Whoever deploys chooses the host the '
-                     'conductor connects to; set this on a conductor that '
-                     'can reach internal services.'),
+                     'Empty: any registry whose name resolves to global '
+                     'addresses only (never loopback, private, link-local '
+                     'or reserved ranges, nor this conductor\'s my_ip), '
+                     'checked at validate and on every request, token '
+                     'realms and redirects included.  A listed registry '
+                     'may be on any address: list the registries of your '
+                     'own network here.  Whoever deploys (a tenant, '
+                     'through a Glance image property) chooses the host '
+                     'the conductor connects to.'),
+    cfg.ListOpt('credential_registries', default=[],
+                help='Registries (host:port, or host for every port) the '
+                     'operator\'s pull secret (driver_info/'
+                     'image_pull_secret, instance_info/image_pull_secret) '
+                     'is sent to.  An image of another registry is pulled '
+                     'anonymously, and a registry that sends the '
+                     'credentials on to another host (its token realm, a '
+                     'redirect) not listed here is refused.  Empty: the '
+                     'pull secret is sent nowhere.'),
     cfg.ListOpt('insecure_registries', default=[],
                 help='Registries reached over plain HTTP, as host:port, '
                      'or as host for every port of that host.'),

@@ -28,6 +28,7 @@ from bmc_common import oci
 from bmc_common import protocol
 from ironic_bmc.conf import CONF
 from ironic_bmc import image_properties
+from ironic_bmc.image import egress
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import reference
 
@@ -41,6 +42,9 @@ class ContainerInfo:
     env: dict = dataclasses.field(default_factory=dict)
     #: Registry credentials: never in a repr, a log line or a report.
     pull_secret: str = dataclasses.field(default=None, repr=False)
+    #: A pull secret is set, and not sent: the image's registry is not in
+    #: [container]credential_registries.
+    pull_secret_withheld: bool = False
     measure_link: bool = False
     #: stream mode: the bound of the node's block cache, as given (bytes,
     #: or a share of RAM), or None: as much of the image as RAM allows.
@@ -125,15 +129,24 @@ def _choice(info, key, label, choices, default, supported=None):
     return value
 
 
-def _check_registry_allowed(registry, label):
+def _check_registry_allowed(ref, label):
+    """Whoever deploys chooses the host the conductor connects to: only a
+    listed registry, or (none listed) one on global addresses."""
     allowed = CONF.container.allowed_registries
-    if allowed and not reference.registry_in(registry, allowed):
-        # Whoever deploys chooses the host the conductor connects to.
+    if reference.registry_in(ref.registry, allowed):
+        return
+    if allowed:
         raise exception.InvalidParameterValue(
             _('%(label)s: registry %(reg)s is not in '
               '[container]allowed_registries (%(allowed)s)')
-            % {'label': label, 'reg': registry,
+            % {'label': label, 'reg': ref.registry,
                'allowed': ', '.join(allowed)})
+    host, port = egress.host_port(ref.api_host)
+    try:
+        egress.check_host(host, port)
+    except image_exc.RegistryRefused as exc:
+        raise exception.InvalidParameterValue(
+            _('%(label)s: %(err)s') % {'label': label, 'err': exc})
 
 
 def parse(node):
@@ -169,7 +182,9 @@ def parse(node):
         raise exception.InvalidParameterValue(
             _('%(label)s: %(err)s')
             % {'label': label(protocol.II_IMAGE), 'err': exc})
-    _check_registry_allowed(ref.registry, label(protocol.II_IMAGE))
+    _check_registry_allowed(ref, label(protocol.II_IMAGE))
+    secret = (node.instance_info.get('image_pull_secret')
+              or node.driver_info.get('image_pull_secret'))
     result = ContainerInfo(
         image=image,
         rootfs=_choice(info, protocol.II_ROOTFS, label(protocol.II_ROOTFS),
@@ -177,9 +192,11 @@ def parse(node):
                        supported=protocol.ROOTFS_MODES_SUPPORTED),
         mode=_choice(info, protocol.II_MODE, label(protocol.II_MODE),
                      protocol.WORKLOAD_MODES, protocol.MODE_SERVICE),
-        # Operator-only: never from the image.
-        pull_secret=node.instance_info.get('image_pull_secret')
-        or node.driver_info.get('image_pull_secret'),
+        # Operator-only (never from the image), and only for the
+        # registries the operator lists for it.
+        pull_secret=egress.pull_secret_for(ref.registry, secret),
+        pull_secret_withheld=bool(secret) and not egress.pull_secret_for(
+            ref.registry, secret),
         measure_link=strutils.bool_from_string(
             node.instance_info.get(protocol.II_MEASURE_LINK, False),
             strict=False),

@@ -21,6 +21,7 @@ from oslo_log import log
 
 from bmc_common import protocol
 from ironic_bmc.image import cache as artifact_cache
+from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import layers
 from ironic_bmc.image import pipeline
 from ironic_bmc.image import reference
@@ -111,10 +112,21 @@ def resolve(node, container):
     :returns: the ``(ResolvedImage, client)`` pair to hand to
         :func:`prepare`: the image is resolved once per deploy.
     """
-    resolved, client = pipeline.resolve(
-        container.image, cpu_arch=node.properties.get('cpu_arch'),
-        pull_secret=container.pull_secret,
-        insecure=_insecure(container.image))
+    try:
+        resolved, client = pipeline.resolve(
+            container.image, cpu_arch=node.properties.get('cpu_arch'),
+            pull_secret=container.pull_secret,
+            insecure=_insecure(container.image))
+    except image_exc.RegistryAuthError as exc:
+        if not container.pull_secret_withheld:
+            raise
+        raise image_exc.RegistryAuthError(
+            registry=reference.parse(container.image).registry,
+            ref=container.image,
+            reason=_('%(err)s; the node has an image_pull_secret, which '
+                     'is sent only to the registries of '
+                     '[container]credential_registries') % {
+                'err': exc.kwargs.get('reason', exc)}) from None
     limit, why = size_limit(node, container.rootfs)
     if resolved.layers_size > limit:
         raise exception.InvalidParameterValue(

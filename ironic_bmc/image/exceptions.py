@@ -40,6 +40,12 @@ class RegistryUnreachable(ImagePipelineError):
     _msg_fmt = 'Container registry %(registry)s is unreachable: %(reason)s'
 
 
+class RegistryRefused(ImagePipelineError):
+    code = 403
+    _msg_fmt = ('The conductor does not connect to %(host)s for a container '
+                'image: %(reason)s')
+
+
 class RegistryAuthError(ImagePipelineError):
     code = 403
     _msg_fmt = ('Container registry %(registry)s refused the credentials '

@@ -34,6 +34,7 @@ from ironic.common import oci_registry
 from ironic.conf import CONF
 from oslo_log import log
 
+from ironic_bmc.image import egress
 from ironic_bmc.image import exceptions as exc
 
 LOG = log.getLogger(__name__)
@@ -110,6 +111,9 @@ class RegistryClient:
                 verify = CONF.webserver_verify_ca
         self._timeout = timeout or CONF.webserver_connection_timeout
         self._oci = oci_registry.OciClient(verify=verify)
+        # Every request of this client, token realms and redirects too.
+        egress.guard(self._oci.session,
+                     with_secret=bool(self._username or self._password))
         if insecure:
             # OciClient builds every URL with this scheme once it is set;
             # it is what its own HTTP fallback sets.

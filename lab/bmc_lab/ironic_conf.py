@@ -108,8 +108,13 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
             # The boot section splits firmware from the boot-file
             # downloads (the lab's nginx logs $msec $request_time).
             'boot_http_log': settings.log('nginx-access.log'),
-            # Every registry on loopback (the lab's, and the tests' own).
+            # Every registry on loopback (the lab's, and the tests' own):
+            # the lab's own network, listed as an operator lists its
+            # internal registries (loopback is refused otherwise).
             'insecure_registries': '127.0.0.1',
+            'allowed_registries': '127.0.0.1',
+            # The operator's pull secret goes to the lab's registry only.
+            'credential_registries': settings.registry_address,
             'default_kernel_modules': 'file://' + settings.path(
                 'images', 'modules-default.cpio.gz'),
             'workload_poll_interval': '3',

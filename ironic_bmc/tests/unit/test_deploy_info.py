@@ -10,15 +10,42 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import ipaddress
 import re
+import socket
 import types
+from unittest import mock
 
 import pytest
 from ironic.common import exception
 
 from ironic_bmc.conf import CONF
 from ironic_bmc import deploy_info
+from ironic_bmc.image import egress
 from ironic_bmc.image import pipeline
+
+
+#: What the tests' registry names resolve to, unless a test says.
+PUBLIC = '151.101.2.15'
+
+
+@pytest.fixture(autouse=True)
+def resolver():
+    """Names resolve to a public address, without DNS."""
+    answers = {}
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        try:
+            address = str(ipaddress.ip_address(host))   # a literal
+        except ValueError:
+            address = answers.get(host, PUBLIC)
+        return [(socket.AF_INET6 if ':' in address else socket.AF_INET,
+                 socket.SOCK_STREAM, 6, '', (address, port))]
+    with mock.patch.object(egress.socket, 'getaddrinfo', autospec=True,
+                           side_effect=getaddrinfo):
+        yield answers
+    CONF.clear_override('allowed_registries', 'container')
+    CONF.clear_override('credential_registries', 'container')
 
 
 def _node(properties=None, **ii):
@@ -146,11 +173,71 @@ def test_bad_env(value):
 
 
 def test_pull_secret_from_instance_then_driver_info():
+    CONF.set_override('credential_registries', ['docker.io'], 'container')
     node = _node(container_image='r/a:1')
     node.driver_info = {'image_pull_secret': 'admin'}
     assert deploy_info.parse(node).pull_secret == 'admin'
     node.instance_info['image_pull_secret'] = 'user'
     assert deploy_info.parse(node).pull_secret == 'user'
+
+
+@pytest.mark.parametrize('listed', [[], ['docker.io'], ['reg.example:5000']])
+def test_pull_secret_goes_only_to_its_registries(listed):
+    """A tenant who names its own registry does not get the operator's
+    credentials sent there."""
+    CONF.set_override('credential_registries', listed, 'container')
+    node = _node(container_image='attacker.example/x:1')
+    node.driver_info = {'image_pull_secret': 'operator:s3cret'}
+    info = deploy_info.parse(node)
+    assert info.pull_secret is None
+    assert info.pull_secret_withheld is True
+    node.instance_info['container_image'] = 'reg.example:5000/app:1'
+    info = deploy_info.parse(node)
+    expected = 'operator:s3cret' if 'reg.example:5000' in listed else None
+    assert info.pull_secret == expected
+    assert info.pull_secret_withheld is (expected is None)
+
+
+@pytest.mark.parametrize('image,address,why', [
+    ('127.0.0.1:5000/x:1', None, '127.0.0.1, a loopback address'),
+    ('[::1]:5000/x:1', None, '::1, a loopback address'),
+    ('metadata.internal/x:1', '169.254.169.254',
+     '169.254.169.254, a link-local address'),
+    ('db.internal:3306/x:1', '10.1.2.3', '10.1.2.3, a private address'),
+    ('mapped.example/x:1', '::ffff:192.168.1.1',
+     '192.168.1.1, a private address'),
+    ('self.example/x:1', '0.0.0.0', '0.0.0.0, a unspecified address'),
+])
+def test_registry_on_an_internal_address_refused_at_validate(
+        resolver, image, address, why):
+    """The conductor is no scanner of the control plane: an unlisted
+    registry must resolve to global addresses only."""
+    if address:
+        resolver[image.split('/')[0].split(':')[0]] = address
+    with pytest.raises(exception.InvalidParameterValue) as ctx:
+        deploy_info.parse(_node(container_image=image))
+    message = str(ctx.value)
+    assert message.startswith('instance_info/container_image: ')
+    assert 'resolves to %s' % why in message
+    assert '[container]allowed_registries' in message
+
+
+def test_conductors_own_address_refused(resolver):
+    CONF.set_override('my_ip', '151.101.2.15')
+    try:
+        with pytest.raises(exception.InvalidParameterValue,
+                           match="the conductor's own address"):
+            deploy_info.parse(_node(container_image='me.example/x:1'))
+    finally:
+        CONF.clear_override('my_ip')
+
+
+def test_listed_registry_may_be_internal(resolver):
+    resolver['registry.internal'] = '10.1.2.3'
+    CONF.set_override('allowed_registries', ['registry.internal'],
+                      'container')
+    info = deploy_info.parse(_node(container_image='registry.internal/x:1'))
+    assert info.image == 'registry.internal/x:1'
 
 
 def test_workload_args_honour_image_config_and_overrides():

@@ -66,6 +66,11 @@ class ContainerDeployTestCase(db_base.DbTestCase):
                     group='service_catalog')
         self.config_temp_dir('report_dir', group='container')
         self.config_temp_dir('image_cache_dir', group='container')
+        # The tests' registries are on loopback: listed, as an operator
+        # lists the registries of its own network; and Docker Hub (listed:
+        # not resolved), which some tests name.
+        self.config(allowed_registries=['127.0.0.1', 'docker.io'],
+                    group='container')
         # Ironic's LocalPublisher runs restorecon after linking an artifact
         # into the HTTP root; this host has no SELinux (its tests forbid
         # running commands).

@@ -12,7 +12,19 @@
 
 import pytest
 
+from ironic_bmc.conf import CONF
 from ironic_bmc.tests.unit.image import fakeregistry
+
+
+@pytest.fixture(autouse=True)
+def loopback_registries_listed():
+    """The tests' registries are on loopback: listed, as an operator lists
+    the registries of its own network, and trusted with credentials."""
+    CONF.set_override('allowed_registries', ['127.0.0.1'], 'container')
+    CONF.set_override('credential_registries', ['127.0.0.1'], 'container')
+    yield
+    CONF.clear_override('allowed_registries', 'container')
+    CONF.clear_override('credential_registries', 'container')
 
 
 @pytest.fixture

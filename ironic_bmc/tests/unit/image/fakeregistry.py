@@ -36,6 +36,9 @@ class FakeRegistry:
         self.blobs = {}       # (repo, digest) -> bytes
         self.digest_header_override = {}  # (repo, ref) -> digest
         self.requests = []
+        #: Where a bearer registry sends clients for tokens (itself by
+        #: default): host:port of another FakeRegistry.
+        self.realm = None
         self._server = None
         self._thread = None
 
@@ -95,7 +98,8 @@ class FakeRegistry:
                     return True
                 self._send(401, b'{"errors":[]}', {
                     'WWW-Authenticate':
-                        f'Bearer realm="http://{registry.address}/token",'
+                        f'Bearer realm="http://'
+                        f'{registry.realm or registry.address}/token",'
                         'service="fake"'})
                 return False
 
