@@ -16,7 +16,7 @@ Nova's ironic driver sets ``instance_info/image_source`` to the Glance
 image's UUID and copies none of the image's properties.  A container
 image for tenants is a (tiny) Glance image whose properties name what to
 run: the keys of :data:`TENANT_KEYS`, plus ``kernel_id``/``ramdisk_id``
-(Glance images of the kernel and initramfs to boot).
+(Glance images of the kernel to boot and of that kernel's modules).
 
 * ``instance_info`` wins over the image: what the operator set stays.
 * A property can only set what a tenant may choose.  URLs of boot files
@@ -25,6 +25,12 @@ run: the keys of :data:`TENANT_KEYS`, plus ``kernel_id``/``ramdisk_id``
   stay operator-only, in ``instance_info``: an image that sets one is
   refused, naming it, so that a tenant never believes a setting was
   applied; ``kernel_id``/``ramdisk_id`` must be Glance image UUIDs.
+* The agent ramdisk is the operator's, always: a tenant's ``ramdisk_id``
+  is the modules initrd of its kernel (``kernel_modules``), unpacked
+  over the agent's, and only with a ``kernel_id`` (the default kernel's
+  modules are the operator's too).  A ramdisk of the tenant's booted as
+  the agent would receive the node's agent token at lookup and speak for
+  the node during the deploy.
 * What the image said is snapshotted in ``driver_internal_info`` when
   the deploy starts (:func:`snapshot`), so every later step and a
   rebuild's report see the values the run used even if the image
@@ -46,10 +52,11 @@ TENANT_KEYS = (protocol.II_IMAGE, protocol.II_COMMAND, protocol.II_ENV,
                protocol.II_WALLTIME, protocol.II_PRIVILEGED,
                protocol.II_RLIMITS, protocol.II_RESULTS)
 #: Glance image properties naming boot files -> the instance_info key.
-BOOT_IMAGE_KEYS = {'kernel_id': 'kernel', 'ramdisk_id': 'ramdisk'}
+#: (A tenant's ramdisk holds its kernel's modules, never the agent.)
+BOOT_IMAGE_KEYS = {'kernel_id': 'kernel', 'ramdisk_id': 'kernel_modules'}
 #: The Glance disk_format of a kernel / ramdisk a tenant names (Glance's
 #: and Ironic's convention for partition images' boot files).
-BOOT_IMAGE_FORMATS = {'kernel': 'aki', 'ramdisk': 'ari'}
+BOOT_IMAGE_FORMATS = {'kernel': 'aki', 'kernel_modules': 'ari'}
 #: Keys only the operator may set (in instance_info), refused as image
 #: properties.
 OPERATOR_KEYS = ('kernel', 'ramdisk', 'kernel_modules', 'image_pull_secret',
@@ -96,6 +103,12 @@ def fetch(task):
                   'UUID of a Glance image, got %(value)r') % {
                     'image': source, 'prop': prop, 'value': value})
         keys[key] = value
+    if 'kernel_modules' in keys and 'kernel' not in keys:
+        raise exception.InvalidParameterValue(
+            _('Glance image %(image)s: property ramdisk_id names the '
+              'modules initrd of the kernel the image boots (kernel_id), '
+              'and kernel_id is not set; the agent ramdisk and the default '
+              'kernel\'s modules are the operator\'s') % {'image': source})
     return keys
 
 
@@ -150,9 +163,10 @@ def check_boot_image(node, key, image_info):
     wanted = BOOT_IMAGE_FORMATS[key]
     found = image_info.get('disk_format')
     if found != wanted:
+        noun = {'kernel': 'kernel', 'kernel_modules': 'ramdisk'}[key]
         raise exception.InvalidParameterValue(
-            _('%(where)s: image %(id)s is not a %(key)s (disk_format '
-              '%(found)s); upload the %(key)s with --disk-format %(wanted)s '
-              '--container-format %(wanted)s') % {
+            _('%(where)s: image %(id)s is not a %(noun)s (disk_format '
+              '%(found)s); upload the %(noun)s with --disk-format '
+              '%(wanted)s --container-format %(wanted)s') % {
                 'where': where(node, key), 'id': image_info.get('id'),
-                'key': key, 'found': found, 'wanted': wanted})
+                'noun': noun, 'found': found, 'wanted': wanted})

@@ -21,9 +21,12 @@ Ironic's pxe_utils, the way the anaconda deploy does.
 
 Resolution, first match wins:
 
-* kernel: ``instance_info/kernel``, else the deploy kernel;
-* ramdisk: ``instance_info/ramdisk``, else the deploy ramdisk (the agent);
-* modules: ``instance_info/kernel_modules``; with the default kernel also
+* kernel: ``instance_info/kernel``, else the Glance image's ``kernel_id``,
+  else the deploy kernel;
+* ramdisk: ``instance_info/ramdisk``, else the deploy ramdisk (the agent):
+  the operator's only, never the tenant's;
+* modules: ``instance_info/kernel_modules``; with the image's kernel, its
+  ``ramdisk_id``; with the default kernel also
   ``driver_info/container_kernel_modules``, else
   ``[container]default_kernel_modules``.
 """
@@ -70,15 +73,20 @@ _OLD_ARTIFACT_DIR_KEY = 'bmc_artifact_dir'
 def boot_images(task):
     """{label: (href, path under the HTTP root)} for this deploy."""
     node = task.node
-    # kernel/ramdisk may come from the Glance image (kernel_id/ramdisk_id);
-    # kernel_modules is operator-only.
+    # The kernel and its modules may come from the Glance image (kernel_id,
+    # ramdisk_id); the agent ramdisk is the operator's, always.
     ii = image_properties.effective(node)
     agent = driver_utils.get_agent_kernel_ramdisk(node)
     hrefs = {
         LABEL_KERNEL: ii.get('kernel') or agent.get('deploy_kernel'),
-        LABEL_RAMDISK: ii.get('ramdisk') or agent.get('deploy_ramdisk'),
+        LABEL_RAMDISK: (node.instance_info.get('ramdisk')
+                        or agent.get('deploy_ramdisk')),
     }
-    modules = node.instance_info.get('kernel_modules')
+    modules = ii.get('kernel_modules')
+    if (image_properties.from_image(node, 'kernel_modules')
+            and not image_properties.from_image(node, 'kernel')):
+        # The tenant's modules go with the tenant's kernel only.
+        modules = None
     if not modules and not ii.get('kernel'):
         modules = (node.driver_info.get('container_kernel_modules')
                    or CONF.container.default_kernel_modules)

@@ -63,8 +63,37 @@ class ImagePropertiesTestCase(base.ContainerDeployTestCase):
             self.assertEqual('never', tuning.requested(task.node)['thp'])
             images = boot_files.boot_images(task)
             self.assertEqual(KERNEL_ID, images['deploy_kernel'][0])
-            self.assertEqual(RAMDISK_ID, images['deploy_ramdisk'][0])
+            # The tenant's ramdisk holds its kernel's modules; the agent
+            # ramdisk stays the operator's.
+            self.assertEqual(RAMDISK_ID, images['bmc_modules'][0])
+            self.assertEqual('http://h/r', images['deploy_ramdisk'][0])
         mock_props.assert_called_once_with(mock.ANY, GLANCE_ID)
+
+    def test_ramdisk_id_never_becomes_the_agent(self, mock_props):
+        """A tenant-built initrd booted as the agent would receive the
+        node's agent token: ramdisk_id alone is refused."""
+        mock_props.return_value = self._props(ramdisk_id=RAMDISK_ID)
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    image_properties.snapshot, task)
+        self.assertIn('property ramdisk_id names the modules initrd of the '
+                      'kernel the image boots (kernel_id), and kernel_id is '
+                      'not set', str(exc))
+
+    def test_tenant_modules_not_put_under_the_operators_kernel(
+            self, mock_props):
+        mock_props.return_value = self._props(kernel_id=KERNEL_ID,
+                                              ramdisk_id=RAMDISK_ID)
+        self.node.instance_info = dict(self.node.instance_info,
+                                       kernel='http://h/operator-kernel')
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            image_properties.snapshot(task)
+            images = boot_files.boot_images(task)
+        self.assertEqual('http://h/operator-kernel',
+                         images['deploy_kernel'][0])
+        self.assertEqual('http://h/r', images['deploy_ramdisk'][0])
+        self.assertNotIn('bmc_modules', images)
 
     def test_instance_info_wins(self, mock_props):
         mock_props.return_value = self._props(container_mode='service')
@@ -151,8 +180,9 @@ class ImagePropertiesTestCase(base.ContainerDeployTestCase):
         these disk formats; returns the exception, or None."""
         mock_props.return_value = self._props(kernel_id=KERNEL_ID,
                                               ramdisk_id=RAMDISK_ID)
-        # As Ironic's GlanceImageService: show(), no validate_href().
-        service = mock.Mock(spec=['show'])
+        # As Ironic's GlanceImageService: show(); the operator's agent
+        # ramdisk (an HTTP URL) is checked with validate_href().
+        service = mock.Mock(spec=['show', 'validate_href'])
 
         def show(href):
             if href in missing:
