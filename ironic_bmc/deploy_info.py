@@ -368,6 +368,12 @@ def noise_probe_args(node):
     return dict(args, duration=duration)
 
 
+#: Bytes (as JSON) the workload's arguments may take: command, env, user,
+#: working directory and limits.  ARG_MAX-like room for a real command
+#: line and environment, and a small part of driver_internal_info.
+WORKLOAD_ARGS_MAX = 16 * 1024
+
+
 def workload_args(container, image_config):
     """Arguments of the agent's start-workload step.
 
@@ -406,4 +412,15 @@ def workload_args(container, image_config):
         args['stop_grace'] = CONF.container.stop_grace_period
     if container.rlimits:
         args['rlimits'] = container.rlimits
+    size = len(json.dumps(args))
+    if size > WORKLOAD_ARGS_MAX:
+        # They live in driver_internal_info (64 KiB on MariaDB) for the
+        # whole run, and the image (a tenant's) sets most of them.
+        raise exception.InvalidParameterValue(
+            _('The command and environment of image %(image)s (its '
+              'config, %(cmd)s and %(env)s) take %(size)d bytes; at most '
+              '%(max)d are accepted') % {
+                'image': container.image, 'cmd': protocol.II_COMMAND,
+                'env': protocol.II_ENV, 'size': size,
+                'max': WORKLOAD_ARGS_MAX})
     return args

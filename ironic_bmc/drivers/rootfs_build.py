@@ -32,7 +32,9 @@ A build whose deploy has ended meanwhile (undeploy, abort, a new deploy)
 only gives back its cache pin.
 """
 
+import copy
 import dataclasses
+import json
 import threading
 import time
 
@@ -71,6 +73,9 @@ FAILED = 'failed'
 URL_KEY = 'artifact_token_url'
 #: Deploy step that needs the artifact.
 STAGE_STEP = 'bmc_stage_rootfs'
+#: Bytes (as JSON) of driver_internal_info a deploy may leave: the
+#: column is a TEXT of 64 KiB on MariaDB; Ironic's own keys need room.
+INTERNAL_INFO_MAX = 56 * 1024
 #: Attempts (one second apart) to take the node's lock to record a build.
 LOCK_ATTEMPTS = 60
 
@@ -125,6 +130,10 @@ def start(task, container, resolved, started_at):
         try:
             record(context, node_copy.uuid, deploy_id, started_at, artifact,
                    workload_args, error)
+        except Exception:
+            # Nobody reads the future: say it here.
+            LOG.exception('The rootfs build of node %s ended without a '
+                          'record', node_copy.uuid)
         finally:
             _in_progress.discard((node_copy.uuid, deploy_id))
 
@@ -225,8 +234,21 @@ def record(context, node_id, deploy_id, started_at, artifact,
             with task_manager.acquire(
                     context, node_id,
                     purpose='recording a container rootfs build') as task:
-                _record_locked(task, deploy_id, started_at, artifact,
-                               workload_args, error)
+                try:
+                    _record_locked(task, deploy_id, started_at, artifact,
+                                   workload_args, error)
+                except Exception as exc:
+                    # Whatever it is (the database refusing the record),
+                    # the deploy fails with it rather than stay building
+                    # (and be rebuilt) for ever.
+                    LOG.exception('Recording the rootfs build of node %s '
+                                  'failed', node_id)
+                    task.node.refresh()
+                    if _current(task.node, deploy_id):
+                        _fail(task, _('the build\'s result could not be '
+                                      'recorded: %s') % exc)
+                    if artifact is not None:
+                        rootfs.unpin(artifact.cache_key, node_id)
             return
         except exception.NodeLocked:
             time.sleep(1)
@@ -237,6 +259,21 @@ def record(context, node_id, deploy_id, started_at, artifact,
               '%(why)s', {'node': node_id, 'why': why})
     if artifact is not None:
         rootfs.unpin(artifact.cache_key, node_id)
+
+
+def _fail(task, error):
+    """The build failed (or its result cannot be kept): fail the deploy
+    with the reason."""
+    node = task.node
+    info = node.driver_internal_info[DEPLOY_KEY]
+    info[BUILD_KEY] = {'state': FAILED, 'error': str(error)[:2000]}
+    node.set_driver_internal_info(DEPLOY_KEY, info)
+    msg = (_('Cannot deploy container image %(image)s: %(err)s')
+           % {'image': node.instance_info.get(protocol.II_IMAGE),
+              'err': error})
+    manager_utils.deploying_error_handler(
+        task, 'Container deploy of node %s failed: %s' % (node.uuid, error),
+        msg)
 
 
 def _current(node, deploy_id):
@@ -269,16 +306,9 @@ def _record_locked(task, deploy_id, started_at, artifact, workload_args,
         except OSError as exc:
             error = exc
     if error is not None:
-        info[BUILD_KEY] = {'state': FAILED, 'error': str(error)}
-        node.set_driver_internal_info(DEPLOY_KEY, info)
-        msg = (_('Cannot deploy container image %(image)s: %(err)s')
-               % {'image': node.instance_info.get(protocol.II_IMAGE),
-                  'err': error})
-        manager_utils.deploying_error_handler(
-            task, 'Container deploy of node %s failed: %s' % (node.uuid,
-                                                             error),
-            msg)
+        _fail(task, error)
         return
+    before = copy.deepcopy(node.driver_internal_info)
     info[BUILD_KEY] = {'state': READY}
     # The URL is a capability: under a key Ironic's API masks, and given
     # to the agent only in the staging step's arguments.
@@ -303,6 +333,16 @@ def _record_locked(task, deploy_id, started_at, artifact, workload_args,
     run_report.add_stage(node, report, protocol.STAGE_ARTIFACT_READY,
                          started_at, time.time())
     run_report.update(node, report, artifact=artifact.to_dict())
+    size = len(json.dumps(node.driver_internal_info))
+    if size > INTERNAL_INFO_MAX:
+        node.driver_internal_info = before
+        if artifact is not None:
+            rootfs.unpin(artifact.cache_key, node.uuid)
+        _fail(task, _('the run\'s record would take %(size)d bytes of the '
+                      'node\'s driver_internal_info, more than %(max)d '
+                      '(the database column holds 64 KiB)')
+              % {'size': size, 'max': INTERNAL_INFO_MAX})
+        return
     node.save()
     if (waiting and node.provision_state == states.DEPLOYWAIT
             and (node.deploy_step or {}).get('step') == STAGE_STEP):

@@ -35,6 +35,9 @@ from ironic_bmc.image import exceptions as exc
 
 LOG = log.getLogger(__name__)
 
+#: Layers an image may have (Docker's overlay2 limit).
+MAX_LAYERS = 128
+
 #: Bump when a change of this package changes the artifacts it builds or
 #: what their metadata holds (2: the image config's StopSignal).
 BUILDER_VERSION = 2
@@ -172,6 +175,12 @@ def resolve(image_ref, cpu_arch=None, pull_secret=None, insecure=False,
     if not isinstance(layer_list, list):
         raise exc.UnsupportedImage(ref=ref, reason='the manifest has no '
                                    'layer list')
+    if len(layer_list) > MAX_LAYERS:
+        # Each layer is a download, a pass of the applier and a line of
+        # the run report; Docker's overlay driver stops at 128 too.
+        raise exc.UnsupportedImage(
+            ref=ref, reason=f'it has {len(layer_list)} layers, more than '
+            f'{MAX_LAYERS}')
     total = 0
     for layer in layer_list:
         if not isinstance(layer, dict) or not reference.is_digest(

@@ -233,6 +233,60 @@ class DeployStepTestCase(ContainerDeployTestCase):
         self.assertEqual('failed', report['state'])
         self.assertIn('../etc/passwd', report['error'])
 
+    def _build_fails_at_record(self, mock_resolve, mock_power):
+        self._deploy(mock_resolve)
+        self.node.refresh()
+        self.node.provision_state = states.DEPLOYWAIT
+        self.node.save()
+        mock_power.side_effect = self._set_power
+        self.executor.run_all()
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        self.assertEqual(states.DEPLOYFAIL, node.provision_state)
+        self.assertNotIn('bmc_deploy', node.driver_internal_info)
+        return node
+
+    @mock.patch.object(container_deploy.energy, 'stop', autospec=True)
+    def test_image_env_too_large_fails_the_deploy(
+            self, mock_energy_stop, mock_resolve, mock_prepare, mock_boot,
+            mock_power):
+        """A tenant's image with a 120 KB Env: the deploy fails naming
+        it, instead of a record the database cannot hold."""
+        self.artifact.config = pipeline.ImageConfig(
+            cmd=['/demo.sh'], env=['BIG=' + 'x' * 120000])
+        mock_prepare.return_value = self.artifact
+        node = self._build_fails_at_record(mock_resolve, mock_power)
+        self.assertIn('The command and environment of image %s' % IMAGE,
+                      node.last_error)
+        self.assertIn('at most 16384 are accepted', node.last_error)
+
+    @mock.patch.object(container_deploy.energy, 'stop', autospec=True)
+    def test_record_past_the_column_fails_the_deploy(
+            self, mock_energy_stop, mock_resolve, mock_prepare, mock_boot,
+            mock_power):
+        mock_prepare.return_value = self.artifact
+        with mock.patch.object(rootfs_build, 'INTERNAL_INFO_MAX', 1024):
+            node = self._build_fails_at_record(mock_resolve, mock_power)
+        self.assertIn("the run's record would take", node.last_error)
+        self.assertIn('more than 1024', node.last_error)
+
+    @mock.patch.object(container_deploy.energy, 'stop', autospec=True)
+    def test_record_the_database_refuses_fails_the_deploy(
+            self, mock_energy_stop, mock_resolve, mock_prepare, mock_boot,
+            mock_power):
+        """The build's record raising (the database refusing it) fails
+        the deploy; it does not stay building, rebuilt every 10 s."""
+        mock_prepare.return_value = self.artifact
+        with mock.patch.object(
+                rootfs_build.boot_files, 'publish_artifact', autospec=True,
+                side_effect=exception.IronicException(
+                    '(1406, "Data too long for column driver_internal_info")')
+        ) as mock_publish:
+            node = self._build_fails_at_record(mock_resolve, mock_power)
+        self.assertTrue(mock_publish.called)
+        self.assertIn("the build's result could not be recorded: (1406, "
+                      '"Data too long', node.last_error)
+        self.assertFalse(rootfs_build.orphaned(node))
+
     def _set_power(self, task, state):
         task.node.power_state = state
         task.node.save()

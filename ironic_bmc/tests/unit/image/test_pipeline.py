@@ -331,3 +331,13 @@ def test_verity_needs_a_block_format(registry, cache):
     with pytest.raises(ValueError, match='tar artifact cannot have a '
                                          'dm-verity tree'):
         prepare(registry, 'demo:1', cache, fmt='tar', verity=True)
+
+
+def test_too_many_layers(registry, cache):
+    layers = [[Entry('f%d' % i, data=b'x')]
+              for i in range(pipeline.MAX_LAYERS + 1)]
+    registry.add_image('deep', '1', ociimage.build_image(layers,
+                                                         cmd=['/f0']))
+    with pytest.raises(exc.UnsupportedImage,
+                       match='it has 129 layers, more than 128'):
+        prepare(registry, 'deep:1', cache, cpu_arch='x86_64')
