@@ -197,7 +197,8 @@ def probe(cpus=None, duration=DEFAULT_DURATION, threshold_us=None):
         cmd = [sys.executable, '-m', 'ipa_hardware_manager.noise',
                '--worker', '--cpu', str(cpu), '--duration', str(duration),
                '--threshold-us', str(threshold_us)]
-        procs[cpu] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+        # argv list, no shell: this agent's own noise worker.
+        procs[cpu] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,  # noqa: S603
                                       stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True,
                                       env=env)

@@ -203,7 +203,8 @@ def _mounts(privileged, hugepages):
                          'mode=0620']}]
     mounts += [
         # No size: MPI's shared-memory transport may use it all.
-        {'destination': '/dev/shm', 'type': 'tmpfs', 'source': 'shm',
+        # the container's own fresh tmpfs at /dev/shm.
+        {'destination': '/dev/shm', 'type': 'tmpfs', 'source': 'shm',  # noqa: S108
          'options': ['nosuid', 'nodev', 'mode=1777']},
         {'destination': '/dev/mqueue', 'type': 'mqueue', 'source': 'mqueue',
          'options': list(nsd)},
@@ -230,7 +231,8 @@ def _mounts(privileged, hugepages):
     mounts += [
         {'destination': '/run', 'type': 'tmpfs', 'source': 'tmpfs',
          'options': ['nosuid', 'nodev', 'mode=755']},
-        {'destination': '/tmp', 'type': 'tmpfs', 'source': 'tmpfs',
+        # the container's own fresh tmpfs at /tmp, as Docker mounts.
+        {'destination': '/tmp', 'type': 'tmpfs', 'source': 'tmpfs',  # noqa: S108
          'options': ['nosuid', 'nodev', 'mode=1777']},
     ]
     return mounts

@@ -66,7 +66,8 @@ def _run(*cmd):
     """Run a command, raise StagingError with its stderr on failure."""
     LOG.debug('Running %s', ' '.join(cmd))
     try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL,
+        # argv list, no shell: mount tools with paths the agent chose.
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL,  # noqa: S603
                               capture_output=True, text=True, check=False)
     except OSError as exc:
         raise StagingError('cannot run %s: %s' % (cmd[0], exc)) from exc

@@ -23,6 +23,7 @@ import queue
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from oslo_log import log
@@ -90,15 +91,27 @@ class _Transfer:
         self.total = 0
 
 
+def _http_only(url):
+    """The conductor names artifacts by http(s) URL; anything else (a
+    ``file:`` URL reading the node's own disk) is refused."""
+    scheme = urllib.parse.urlsplit(url).scheme
+    if scheme not in ('http', 'https'):
+        raise DownloadError('not an http(s) URL: %r' % url[:100])
+    return url
+
+
 def _fetch(url, transfer):
     """One request: from ``transfer.total`` on (a Range request) to the
     end.  Raises what the network raised."""
-    request = urllib.request.Request(url)
+    # The scheme is checked: http(s) only.
+    request = urllib.request.Request(_http_only(url))  # noqa: S310
     if transfer.total:
         request.add_header('Range', 'bytes=%d-' % transfer.total)
     reader = None
     try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as resp:
+        # A Request of an http(s) URL (_http_only).
+        with urllib.request.urlopen(  # noqa: S310
+                request, timeout=HTTP_TIMEOUT) as resp:
             if transfer.total and resp.status != 206:
                 LOG.warning('%s does not resume (HTTP %s to a Range '
                             'request): downloading it again from the start',
@@ -207,7 +220,9 @@ def measure_raw_transfer(url):
     start = time.monotonic()
     total = 0
     try:
-        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT) as resp:
+        # The scheme is checked: http(s) only.
+        with urllib.request.urlopen(  # noqa: S310
+                _http_only(url), timeout=HTTP_TIMEOUT) as resp:
             while True:
                 chunk = resp.read(CHUNK)
                 if not chunk:

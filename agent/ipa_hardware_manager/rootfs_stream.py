@@ -92,7 +92,8 @@ def _run(cmd, log_path, env=None, timeout=120):
     with open(log_path, 'ab') as out:
         begin = out.tell()
         try:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out,
+            # argv list, no shell: nbdkit/nbd-client with our arguments.
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out,  # noqa: S603
                                   stderr=out, env=env, timeout=timeout,
                                   check=False)
         except subprocess.TimeoutExpired:

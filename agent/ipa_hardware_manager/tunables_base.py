@@ -33,7 +33,8 @@ class KnobError(Exception):
 
 def run_command(cmd):
     """Run a command; return (exit code, combined output)."""
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+    # argv list, no shell: commands of the tunables schema.
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,  # noqa: S603
                           text=True, check=False, timeout=120)
     return proc.returncode, (proc.stderr or proc.stdout).strip()
 

@@ -139,7 +139,8 @@ class Supervisor(workload_stop.StopMixin):
         read_end, write_end = os.pipe()
         try:
             with open(os.path.join(self.state_dir, KEEPER_LOG), 'ab') as log:
-                keeper = subprocess.Popen(
+                # argv list, no shell: this agent's own output keeper.
+                keeper = subprocess.Popen(  # noqa: S603
                     [sys.executable, '-m',
                      'ipa_hardware_manager.output_keeper', self.state_dir,
                      str(output_max)],
@@ -221,7 +222,9 @@ class Supervisor(workload_stop.StopMixin):
             cmd = self.runtime.prepare(spec)
             keeper, write_end = self._start_keeper(output_max)
             try:
-                proc = subprocess.Popen(
+                # argv list, no shell: crun (the image's command runs
+                # inside it).
+                proc = subprocess.Popen(  # noqa: S603
                     cmd, stdin=subprocess.DEVNULL, stdout=write_end,
                     stderr=write_end, close_fds=True, start_new_session=True)
             except OSError as exc:

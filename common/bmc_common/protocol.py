@@ -156,7 +156,8 @@ def unpack(text):
 
 #: Where a container's own mounts are: files there are gone once it
 #: exited, so they cannot be results.
-CONTAINER_MOUNTS = ('/proc', '/dev', '/sys', '/run', '/tmp')
+# a list of mount points to refuse, not a file opened.
+CONTAINER_MOUNTS = ('/proc', '/dev', '/sys', '/run', '/tmp')  # noqa: S108
 
 STOP_REQUEST = 'request'
 STOP_UNDEPLOY = 'undeploy'

@@ -193,6 +193,17 @@ class DownloadTest(HttpTestCase):
         self.assertFalse([t for t in threading.enumerate()
                           if t.name == 'bmc-rootfs-reader'])
 
+    def test_only_http_urls(self):
+        """A file: URL would read the node's own disk into the root."""
+        for url in ('file:///etc/shadow', 'ftp://h/x'):
+            with self.assertRaisesRegex(rootfs_download.DownloadError,
+                                        'not an http'):
+                rootfs_download.download(url, self.dest,
+                                         DIGEST.split(':')[1])
+            with self.assertRaisesRegex(rootfs_download.DownloadError,
+                                        'not an http'):
+                rootfs_download.measure_raw_transfer(url)
+
     @mock.patch.object(rootfs_download, 'CHUNK', 1000)
     def test_link_dropped_midway(self):
         url = self.url.replace('/rootfs.img', '/truncated.img')
