@@ -44,6 +44,7 @@ import json
 import os
 import random
 import ssl
+import sys
 import tempfile
 import threading
 import time
@@ -78,6 +79,14 @@ LOOKUP_TIMEOUT = 300
 _LOOPBACK = ('127.0.0.1', 'localhost', '::1')
 #: Provision states in which a powered-on machine stays up.
 _ALIVE = ('deploying', 'wait call-back', 'active')
+#: What a node whose workload replaced its agent may send once the
+#: workload runs (Node.hostile):
+#: bomb: the collected output is 64 MiB of zeros in 64 KiB of gzip;
+#: huge: the workload status is a 60 MB JSON document;
+#: types: the status has an exit code of the wrong type;
+#: unasked: the collect returns a result file the run did not ask for.
+HOSTILE = ('bomb', 'huge', 'types', 'unasked')
+HUGE_BYTES = 60 * 1024 * 1024
 
 
 class StepFailed(Exception):
@@ -137,6 +146,9 @@ class Node:
         self.alive = False
         self.interval = 300.0
         self.next_heartbeat = 0.0
+        #: None, or one of HOSTILE: how this node's workload answers in
+        #: its agent's place once it runs (the hostile-node tier).
+        self.hostile = None
 
     def boot(self):
         with self.lock:
@@ -507,7 +519,12 @@ class SimAgents:
     def _step_bmc_workload_status(self, node, args):
         if args.get('notify_exit'):
             node.notify_exit = True
-        return self._status(node)
+        status = self._status(node)
+        if node.hostile == 'huge':
+            status['output_tail'] = 'x' * HUGE_BYTES
+        elif node.hostile == 'types' and status['state'] == 'exited':
+            status['exit_code'] = '0; trust me'
+        return status
 
     def _step_bmc_stop_workload(self, node, args):
         reason = args.get('reason', protocol.STOP_REQUEST)
@@ -524,17 +541,28 @@ class SimAgents:
     def _step_bmc_collect_output(self, node, args):
         if not node.workload or not node.workload['ended']:
             raise StepFailed('the workload has not exited')
-        return {'output': {'data': protocol.pack(OUTPUT), 'kept': True,
-                           'bytes': len(OUTPUT), 'dropped': 0,
+        output = OUTPUT
+        if node.hostile == 'bomb':
+            output = b'\0' * (64 * 1024 * 1024)
+        results = {p: {'error': 'not simulated'}
+                   for p in args.get('results') or ()}
+        if node.hostile == 'unasked':
+            results['/etc/shadow'] = {'data': protocol.pack(b'root:x:\n')}
+        return {'output': {'data': protocol.pack(output), 'kept': True,
+                           'bytes': len(output), 'dropped': 0,
                            'finished': True},
-                'results': {p: {'error': 'not simulated'}
-                            for p in args.get('results') or ()}}
+                'results': results}
 
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     #: Hundreds of nodes' conductor calls may arrive at once.
     request_queue_size = 1024
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], (ConnectionError, ssl.SSLError)):
+            return      # the conductor hung up (a reply it refused)
+        super().handle_error(request, client_address)
 
 
 def _step_name(record):
