@@ -215,6 +215,13 @@ opts = [
     cfg.StrOpt('report_dir', default='$state_path/container_reports',
                help='Directory holding run reports, one JSON file per '
                     'deploy, kept after the node is undeployed.'),
+    cfg.IntOpt('report_retention_days', default=30, min=0,
+               help='Delete the report, output and result files of a run '
+                    'this many days after they last changed (checked '
+                    'every [container]local_state_sweep_interval); a '
+                    'node\'s newest run is always kept.  0 keeps them '
+                    'all: every run may leave output_max_mb plus '
+                    'results_max_mb on this conductor\'s disk.'),
     cfg.StrOpt('boot_http_log', default='',
                help='Access log of the HTTP server that serves '
                     '[deploy]http_root to the nodes, when the conductor '

@@ -217,6 +217,15 @@ def parse(node):
                                   label(protocol.II_COMMAND))
     if info.get(protocol.II_ENV) is not None:
         result.env = _env(info[protocol.II_ENV], label(protocol.II_ENV))
+    for key, value in ((protocol.II_COMMAND, result.command),
+                       (protocol.II_ENV, result.env)):
+        size = len(json.dumps(value)) if value else 0
+        if size > WORKLOAD_ARGS_MAX:
+            raise exception.InvalidParameterValue(
+                _('%(label)s: %(size)d bytes as JSON; the command and the '
+                  'environment of a workload take at most %(max)d together')
+                % {'label': label(key), 'size': size,
+                   'max': WORKLOAD_ARGS_MAX})
     return result
 
 

@@ -22,6 +22,7 @@ returns them.
 import hashlib
 import os
 import shutil
+import time
 
 from ironic.common import exception
 from ironic.common.i18n import _
@@ -145,3 +146,42 @@ def read_result(node_uuid, deploy_id, path):
               'conductor %(host)s (the report\'s "results" says what was '
               'returned)') % {'run': deploy_id, 'node': node_uuid,
                               'path': path, 'host': CONF.host}) from None
+
+
+def prune(max_age_days, now=None):
+    """Delete the reports, outputs and result files of runs that ended
+    more than ``max_age_days`` ago; never a node's newest run (it may
+    still be running, or be the one its owner reads now).
+
+    :returns: the number of runs deleted.
+    """
+    if max_age_days <= 0:
+        return 0
+    root = CONF.container.report_dir
+    limit = (now or time.time()) - max_age_days * 86400
+    deleted = 0
+    try:
+        node_dirs = os.listdir(root)
+    except FileNotFoundError:
+        return 0
+    for node_dir in node_dirs:
+        directory = os.path.join(root, node_dir)
+        try:
+            runs = sorted(
+                ((os.path.getmtime(os.path.join(directory, n)), n[:-5])
+                 for n in os.listdir(directory) if n.endswith('.json')),
+                reverse=True)
+        except (NotADirectoryError, FileNotFoundError):
+            continue
+        for mtime, run in runs[1:]:
+            if mtime >= limit:
+                continue
+            base = os.path.join(directory, run)
+            for path in (base + '.json', base + '.output.log'):
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
+            shutil.rmtree(base + '.results', ignore_errors=True)
+            deleted += 1
+    return deleted

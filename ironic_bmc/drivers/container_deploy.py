@@ -61,6 +61,7 @@ from ironic_bmc.drivers import tuning
 from ironic_bmc.drivers import workload_watch
 from bmc_common import protocol
 from ironic_bmc import report as run_report
+from ironic_bmc import run_files
 
 LOG = log.getLogger(__name__)
 
@@ -490,5 +491,11 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         spacing=lambda: CONF.container.local_state_sweep_interval,
         enabled=lambda: CONF.container.local_state_sweep_interval > 0)
     def _release_local_state(self, manager, context):
-        """Release what this conductor holds for nodes that left it."""
+        """Release what this conductor holds for nodes that left it, and
+        the files of runs past [container]report_retention_days."""
         local_state.sweep(context, manager.conductor.id)
+        deleted = run_files.prune(CONF.container.report_retention_days)
+        if deleted:
+            LOG.info('Deleted the reports and files of %d runs older than '
+                     '%d days', deleted,
+                     CONF.container.report_retention_days)

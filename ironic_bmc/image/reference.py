@@ -31,6 +31,10 @@ DEFAULT_REGISTRY = 'docker.io'
 #: The API host of Docker Hub.
 DOCKER_HUB_API = 'registry-1.docker.io'
 DEFAULT_TAG = 'latest'
+#: The distribution spec's bound on a name (registry and repository), and
+#: on a whole reference (the name, a 128-character tag and a digest).
+MAX_NAME = 255
+MAX_REFERENCE = MAX_NAME + 1 + 128 + 1 + len('sha256:') + 64
 
 _COMPONENT = r'[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*'
 _REPO_RE = re.compile(rf'^{_COMPONENT}(?:/{_COMPONENT})*$')
@@ -90,6 +94,12 @@ def parse(ref):
     """
     if not isinstance(ref, str) or not ref.strip():
         raise exc.InvalidImageReference(ref=ref, reason='empty reference')
+    if len(ref) > MAX_REFERENCE:
+        # (Not echoed whole: it would be the error message.)
+        raise exc.InvalidImageReference(
+            ref=ref[:60] + '...',
+            reason=f'{len(ref)} characters; a reference has at most '
+                   f'{MAX_REFERENCE}')
     original = ref
     ref = ref.strip()
     for prefix in _PREFIXES:
@@ -135,6 +145,10 @@ def parse(ref):
             ref=original,
             reason=f'invalid repository name {ref!r} (lowercase letters, '
                    'digits and separators . _ __ - /)')
+    if len(registry) + 1 + len(ref) > MAX_NAME:
+        raise exc.InvalidImageReference(
+            ref=original, reason=f'the name (registry and repository) is '
+                                 f'longer than {MAX_NAME} characters')
     if registry == DEFAULT_REGISTRY and '/' not in ref:
         ref = 'library/' + ref
     if tag is None and digest is None:

@@ -11,6 +11,7 @@
 # under the License.
 
 import ipaddress
+import json
 import re
 import socket
 import types
@@ -342,3 +343,14 @@ def test_workload_args_need_a_command():
     with pytest.raises(exception.InvalidParameterValue,
                        match='neither ENTRYPOINT nor CMD'):
         deploy_info.workload_args(info, pipeline.ImageConfig())
+
+
+@pytest.mark.parametrize('key,value', [
+    ('container_env', '{"BIG": "%s"}' % ('x' * 120000)),
+    ('container_command', json.dumps(['/bin/sh', '-c', 'x' * 20000])),
+])
+def test_command_and_env_are_bounded(key, value):
+    with pytest.raises(exception.InvalidParameterValue) as ctx:
+        deploy_info.parse(_node(container_image='r/a:1', **{key: value}))
+    assert str(ctx.value).startswith('instance_info/%s: ' % key)
+    assert 'at most 16384 together' in str(ctx.value)

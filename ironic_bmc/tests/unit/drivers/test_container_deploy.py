@@ -16,6 +16,8 @@ import base64
 import gzip
 import inspect
 import os
+import time
+import types
 from unittest import mock
 
 import fixtures
@@ -1319,3 +1321,31 @@ class HardwareTypesTestCase(ContainerDeployTestCase):
         hw = hardware.ContainerFakeHardware()
         self.assertEqual([fake.FakePower], hw.supported_power_interfaces)
         self.assertIn(ipxe.iPXEBoot, hw.supported_boot_interfaces)
+
+
+class ReportRetentionTestCase(ContainerDeployTestCase):
+
+    def _run(self, node_uuid, deploy_id, age_days, now):
+        run_files.save(types.SimpleNamespace(uuid=node_uuid), deploy_id,
+                       {'output': _packed(b'out\n'),
+                        'results': {'/r': _packed(b'1')}}, ['/r'])
+        run_report._write({'node': node_uuid, 'deploy_id': deploy_id})
+        base = os.path.join(CONF.container.report_dir, node_uuid, deploy_id)
+        for path in (base + '.json', base + '.output.log'):
+            os.utime(path, (now - age_days * 86400,) * 2)
+
+    def test_old_runs_deleted_but_each_nodes_newest(self):
+        now = time.time()
+        a, b = uuidutils.generate_uuid(), uuidutils.generate_uuid()
+        self._run(a, 'old', 40, now)
+        self._run(a, 'recent', 10, now)
+        self._run(b, 'only', 400, now)     # b's newest: kept however old
+        self.assertEqual(1, run_files.prune(30, now=now))
+        self.assertRaises(exception.NotFound, run_files.read_output, a,
+                          'old')
+        self.assertRaises(exception.NotFound, run_files.read_result, a,
+                          'old', '/r')
+        self.assertIsNone(run_report.load(a, 'old'))
+        self.assertEqual(b'out\n', run_files.read_output(a, 'recent'))
+        self.assertEqual(b'out\n', run_files.read_output(b, 'only'))
+        self.assertEqual(0, run_files.prune(0, now=now))

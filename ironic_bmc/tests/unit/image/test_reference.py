@@ -50,3 +50,16 @@ def test_reference_and_str():
 def test_invalid(ref):
     with pytest.raises(exc.InvalidImageReference):
         reference.parse(ref)
+
+
+def test_reference_past_the_spec_bounds():
+    name = 'r.example/' + 'a' * 250
+    with pytest.raises(exc.InvalidImageReference,
+                       match='longer than 255 characters'):
+        reference.parse(name + ':1')
+    huge = 'r.example/a:' + 'x' * 120000
+    with pytest.raises(exc.InvalidImageReference) as ctx:
+        reference.parse(huge)
+    assert '120012 characters; a reference has at most' in str(ctx.value)
+    # The error does not carry the whole value.
+    assert len(str(ctx.value)) < 300
