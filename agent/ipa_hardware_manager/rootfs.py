@@ -39,6 +39,7 @@ import time
 from oslo_log import log
 
 from bmc_common import protocol
+from ipa_hardware_manager import oci_spec
 from ipa_hardware_manager import rootfs_download
 from ipa_hardware_manager import rootfs_nfs
 from ipa_hardware_manager import rootfs_stream
@@ -51,7 +52,6 @@ BASE = '/var/lib/bmc'
 STATE_FILE = 'rootfs.json'
 #: tmpfs size limit, as tmpfs understands it.
 TMPFS_SIZE = '90%'
-BINDS = ('proc', 'sys', 'dev', 'dev/pts', 'run')
 
 _DIGEST_RE = re.compile(r'^sha256:([0-9a-f]{64})$')
 _FS_FOR_FORMAT = {protocol.FORMAT_EROFS: 'erofs',
@@ -298,9 +298,12 @@ class Staging:
                 _run('tar', '-x', '--numeric-owner', '-p',
                      '-f', artifact, '-C', self.root)
                 os.unlink(artifact)  # its content now lives in the root
-            for name in BINDS:
-                self._mount(os.path.join(self.root, name), '--bind',
-                            '/' + name)
+            # No binds of the agent's /proc, /sys, /dev or /run into the
+            # root: crun mounts the container's own, resolving their
+            # places inside the root.  (A bind made here followed the
+            # image's symlinks in the agent's namespace: an image whose
+            # /proc pointed into its own tree got the node's procfs
+            # there, unmasked.)
             self._copy_resolv_conf()
             if self.stream:
                 # What the mount read on demand crossed the wire too.
@@ -374,9 +377,16 @@ class Staging:
 
     def _copy_resolv_conf(self):
         src = '/etc/resolv.conf'
-        dst = os.path.join(self.root, 'etc', 'resolv.conf')
+        try:
+            # The image's own symlinks resolved inside the root: an image
+            # whose /etc points at an agent directory writes nothing
+            # there.
+            dst = oci_spec.resolve_in_root(self.root, '/etc/resolv.conf')
+        except oci_spec.SpecError as exc:
+            LOG.warning('Not copying resolv.conf into the root: %s', exc)
+            return
         if not os.path.isfile(src) or not os.path.isdir(os.path.dirname(
-                dst)):
+                dst)) or os.path.islink(os.path.dirname(dst)):
             return
         try:
             if os.path.islink(dst) or os.path.exists(dst):
