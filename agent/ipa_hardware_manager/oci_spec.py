@@ -23,14 +23,19 @@ from the image config and the run's arguments.  Two shapes:
   ``/tmp``, ``/dev/shm`` and ``/dev/mqueue`` are fresh, the agent's files
   are out of reach, and the end of its init ends every process it made.
 * confined: Docker's defaults for a host-network container: its own IPC,
-  UTS and cgroup namespaces, the default capabilities and devices, a
-  read-only ``/sys``, masked ``/proc`` paths.
+  UTS and cgroup namespaces, the default devices, a read-only ``/sys``,
+  masked ``/proc`` paths; Docker's capabilities but CAP_SYS_CHROOT (the
+  root is a chroot: ``crun --no-pivot``) and CAP_NET_RAW (the network is
+  the provisioning network); a seccomp filter that refuses what reaches
+  beyond the container or remakes its mount view (:data:`SECCOMP_DENIED`,
+  new user namespaces).
 
 Users are resolved as OCI runtimes do; files of the image are read with
 symlinks resolved inside the root, never on the node.
 """
 
 import os
+import platform
 
 from bmc_common import oci
 
@@ -56,6 +61,41 @@ DEFAULT_CAPABILITIES = (
     'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FSETID', 'CAP_FOWNER', 'CAP_MKNOD',
     'CAP_NET_RAW', 'CAP_SETGID', 'CAP_SETUID', 'CAP_SETFCAP', 'CAP_SETPCAP',
     'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT', 'CAP_KILL', 'CAP_AUDIT_WRITE')
+#: Dropped from Docker's set in a confined container: the workload runs
+#: under ``crun run --no-pivot`` (the agent's root is the initramfs, which
+#: pivot_root cannot leave), a chroot that CAP_SYS_CHROOT lets root leave;
+#: and it shares the node's network namespace, the provisioning network,
+#: where CAP_NET_RAW forges packets.
+CONFINED_DROPPED = ('CAP_SYS_CHROOT', 'CAP_NET_RAW')
+CONFINED_CAPABILITIES = tuple(c for c in DEFAULT_CAPABILITIES
+                              if c not in CONFINED_DROPPED)
+#: System calls a confined container may not make (its seccomp filter
+#: answers EPERM): those that reach beyond the container (kernel modules,
+#: kexec, keyrings, BPF, time, swap, reboot), those that leave or remake
+#: its mount view (mount, pivot_root, chroot, namespaces, file handles),
+#: as Docker's default profile does.
+SECCOMP_DENIED = (
+    'acct', 'add_key', 'bpf', 'chroot', 'clock_adjtime', 'clock_settime',
+    'create_module', 'delete_module', 'finit_module', 'fsconfig', 'fsmount',
+    'fsopen', 'fspick', 'get_kernel_syms', 'init_module', 'ioperm', 'iopl',
+    'kexec_file_load', 'kexec_load', 'keyctl', 'lookup_dcookie', 'mount',
+    'mount_setattr', 'move_mount', 'name_to_handle_at', 'nfsservctl',
+    'open_by_handle_at', 'open_tree', 'perf_event_open', 'pivot_root',
+    'query_module', 'quotactl', 'reboot', 'request_key', 'setns',
+    'settimeofday', 'stime', 'swapoff', 'swapon', 'sysfs', '_sysctl',
+    'umount', 'umount2', 'unshare', 'uselib', 'userfaultfd', 'ustat',
+    'vm86', 'vm86old')
+#: clone() with this flag (a new user namespace, in which the process
+#: would hold every capability again) is refused too; clone3, whose flags
+#: a filter cannot read, answers ENOSYS so that the C library falls back
+#: to clone (as Docker's profile does).
+CLONE_NEWUSER = 0x10000000
+ENOSYS = 38
+EPERM = 1
+_SECCOMP_ARCHES = {
+    'x86_64': ['SCMP_ARCH_X86_64', 'SCMP_ARCH_X86', 'SCMP_ARCH_X32'],
+    'aarch64': ['SCMP_ARCH_AARCH64', 'SCMP_ARCH_ARM'],
+}
 #: Paths a confined container must not read or write (as Docker).
 MASKED_PATHS = (
     '/proc/asound', '/proc/acpi', '/proc/kcore', '/proc/keys',
@@ -174,8 +214,27 @@ def _capabilities(privileged, cap_last_cap):
     if privileged:
         caps = list(CAPABILITIES[:cap_last_cap + 1])
     else:
-        caps = list(DEFAULT_CAPABILITIES)
+        caps = list(CONFINED_CAPABILITIES)
     return {'bounding': caps, 'effective': caps, 'permitted': caps}
+
+
+def seccomp(machine=None):
+    """The seccomp filter of a confined container (OCI ``linux.seccomp``)."""
+    machine = machine or platform.machine()
+    return {
+        'defaultAction': 'SCMP_ACT_ALLOW',
+        'architectures': list(_SECCOMP_ARCHES.get(machine, [])),
+        'syscalls': [
+            {'names': list(SECCOMP_DENIED), 'action': 'SCMP_ACT_ERRNO',
+             'errnoRet': EPERM},
+            {'names': ['clone'], 'action': 'SCMP_ACT_ERRNO',
+             'errnoRet': EPERM,
+             'args': [{'index': 0, 'value': CLONE_NEWUSER,
+                       'valueTwo': CLONE_NEWUSER,
+                       'op': 'SCMP_CMP_MASKED_EQ'}]},
+            {'names': ['clone3'], 'action': 'SCMP_ACT_ERRNO',
+             'errnoRet': ENOSYS},
+        ]}
 
 
 def _mounts(privileged, hugepages):
@@ -303,6 +362,7 @@ def build(root, command, env=None, workdir=None, user=None,
     if not privileged:
         linux['maskedPaths'] = list(MASKED_PATHS)
         linux['readonlyPaths'] = list(READONLY_PATHS)
+        linux['seccomp'] = seccomp()
     spec = {
         'ociVersion': OCI_VERSION,
         'process': process,

@@ -175,6 +175,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         boot_files.validate(task)
         rootfs.check_known_size(node, container)
         tuning.requested(node)
+        tuning.check_confined(node, container)
         tuning.check_templates(task)
         deploy_info.noise_probe_args(node)
         deploy_utils.validate_capabilities(node)

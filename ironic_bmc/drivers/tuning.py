@@ -25,6 +25,8 @@ Boot-time knobs (isolcpus, nohz_full, rcu_nocbs, ``smt: force-off``,
 run-time ones and checks the boot-time ones against /proc/cmdline.
 """
 
+import json
+
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.conf import CONF
@@ -66,6 +68,43 @@ def requested(node, step_args=None):
                              % STEP)
         knobs = profiles.merge(knobs, overrides)
     return knobs
+
+
+#: Knobs that act on the whole node's kernel, beyond any container
+#: (``kernel.core_pattern`` and ``kernel.modprobe`` name programs the
+#: kernel runs as the node's root; a module is kernel code).  A confined
+#: run's image may not set them itself; an operator profile may.
+NODE_WIDE_KNOBS = ('sysctl', 'kernel_modules')
+
+
+def check_confined(node, container):
+    """A confined run (``container_privileged`` false) takes from its
+    Glance image (a tenant's) no knob that reaches beyond the container.
+
+    :raises: InvalidParameterValue naming the property and the knobs.
+    """
+    if (container.privileged
+            or not image_properties.from_image(node, protocol.II_TUNABLES)):
+        return
+    spec = image_properties.effective(node).get(protocol.II_TUNABLES)
+    if isinstance(spec, str):
+        if not spec.strip().startswith('{'):
+            return      # a profile name: the operator's file
+        try:
+            spec = json.loads(spec)
+        except ValueError:
+            return      # requested() says why
+    found = sorted(k for k in (spec if isinstance(spec, dict) else ())
+                   if k in NODE_WIDE_KNOBS and spec[k] is not None)
+    if found:
+        raise exception.InvalidParameterValue(
+            _('%(where)s: a confined run (%(key)s false) may not set '
+              '%(knobs)s itself: they act on the whole node\'s kernel, '
+              'beyond the container (kernel.core_pattern and '
+              'kernel.modprobe name programs run as the node\'s root); '
+              'name an operator profile that sets them instead') % {
+                'where': image_properties.where(node, protocol.II_TUNABLES),
+                'key': protocol.II_PRIVILEGED, 'knobs': ', '.join(found)})
 
 
 def check_templates(task):

@@ -145,7 +145,11 @@ class ConfinedSpecTest(Base):
     def test_docker_defaults(self):
         spec = self.build(privileged=False)
         caps = spec['process']['capabilities']['bounding']
-        self.assertEqual(sorted(oci_spec.DEFAULT_CAPABILITIES), sorted(caps))
+        # Docker's set, but what leaves a chroot or forges packets on the
+        # provisioning network.
+        self.assertEqual(sorted(set(oci_spec.DEFAULT_CAPABILITIES)
+                                - {'CAP_SYS_CHROOT', 'CAP_NET_RAW'}),
+                         sorted(caps))
         self.assertNotIn('CAP_SYS_ADMIN', caps)
         linux = spec['linux']
         self.assertEqual(['pid', 'mount', 'ipc', 'uts', 'cgroup'],
@@ -156,6 +160,29 @@ class ConfinedSpecTest(Base):
         self.assertIn('/proc/kcore', linux['maskedPaths'])
         self.assertIn('/proc/sys', linux['readonlyPaths'])
         self.assertEqual('bmc-workload', spec['hostname'])
+
+    def test_seccomp_refuses_what_reaches_beyond_the_container(self):
+        seccomp = self.build(privileged=False)['linux']['seccomp']
+        self.assertEqual('SCMP_ACT_ALLOW', seccomp['defaultAction'])
+        denied = {n for rule in seccomp['syscalls'] if 'args' not in rule
+                  and rule['errnoRet'] == oci_spec.EPERM
+                  for n in rule['names']}
+        for name in ('mount', 'umount2', 'pivot_root', 'chroot', 'unshare',
+                     'setns', 'open_by_handle_at', 'init_module',
+                     'finit_module', 'kexec_load', 'bpf', 'keyctl',
+                     'perf_event_open', 'userfaultfd', 'reboot'):
+            self.assertIn(name, denied)
+        clone = [r for r in seccomp['syscalls'] if r['names'] == ['clone']]
+        self.assertEqual([{'index': 0, 'value': 0x10000000,
+                           'valueTwo': 0x10000000,
+                           'op': 'SCMP_CMP_MASKED_EQ'}], clone[0]['args'])
+        clone3 = [r for r in seccomp['syscalls'] if r['names'] == ['clone3']]
+        self.assertEqual(oci_spec.ENOSYS, clone3[0]['errnoRet'])
+        self.assertEqual(['SCMP_ARCH_X86_64', 'SCMP_ARCH_X86',
+                          'SCMP_ARCH_X32'],
+                         oci_spec.seccomp('x86_64')['architectures'])
+        # A privileged container is the machine: no filter.
+        self.assertNotIn('seccomp', self.build()['linux'])
 
     def test_read_only_sys_and_own_dev(self):
         mounts = {m['destination']: m

@@ -104,6 +104,35 @@ class ImagePropertiesTestCase(base.ContainerDeployTestCase):
             image_properties.snapshot(task)
             self.assertEqual('job', deploy_info.parse(task.node).mode)
 
+    def _confined(self, mock_props, tunables, **instance_info):
+        mock_props.return_value = self._props(container_privileged='false',
+                                              container_tunables=tunables)
+        self.node.instance_info = dict(self.node.instance_info,
+                                       **instance_info)
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            image_properties.snapshot(task)
+            tuning.check_confined(task.node, deploy_info.parse(task.node))
+
+    def test_confined_image_may_not_set_node_wide_knobs(self, mock_props):
+        for knobs in ('{"sysctl": {"kernel.core_pattern": "|/x"}}',
+                      '{"kernel_modules": ["evil"], "thp": "never"}'):
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    self._confined, mock_props, knobs)
+            self.assertIn('property container_tunables of Glance image %s: '
+                          'a confined run (container_privileged false) may '
+                          'not set' % GLANCE_ID, str(exc))
+
+    def test_confined_image_may_name_profiles_and_other_knobs(
+            self, mock_props):
+        self._confined(mock_props, 'thp-never')
+        self._confined(mock_props, '{"profile": "thp-never", "thp": '
+                                   '"always"}')
+        # The operator's own tunables are the operator's business.
+        self._confined(mock_props, '{"thp": "never"}',
+                       container_tunables='{"sysctl": {"vm.swappiness": '
+                                          '"10"}}')
+
     def test_bad_property_named_as_such(self, mock_props):
         mock_props.return_value = self._props(container_command='not json')
         with task_manager.acquire(self.context, self.node.uuid) as task:

@@ -23,6 +23,7 @@
   conductor logged no refused heartbeat;
 * a confined job that outlives its walltime: ended, SIGKILL after the
   grace (a PID 1 without a handler ignores SIGTERM), ``failed`` saying so;
+  chroot, a new user namespace and mount are refused to it;
 * a job with the ``low-noise`` profile on the NodeOS partitions: the
   services on CPU 0, the workload's cgroup owning CPU 1, as the agent
   read them back and as the workload itself sees them.
@@ -176,8 +177,15 @@ def test_service_undeployed_with_its_stop_signal(lab):
 
 
 def test_confined_job_ended_at_its_walltime(lab):
+    # What would leave the root (crun --no-pivot makes it a chroot):
+    # chroot again, a new user namespace holding every capability, a
+    # mount.  The capabilities and the seccomp filter refuse each.
     command = ['/bin/sh', '-c',
-               'grep CapEff /proc/self/status; exec sleep 600']
+               'grep CapEff /proc/self/status; '
+               'for try in "chroot / /bin/true" "unshare -U /bin/true" '
+               '"mount -t tmpfs t /tmp"; do '
+               '/bin/busybox $try 2>/dev/null && echo "left: $try" '
+               '|| echo "refused: $try"; done; exec sleep 600']
     container_job.deploy(lab, lab_image(lab), extra={
         protocol.II_COMMAND: json.dumps(command),
         protocol.II_WALLTIME: '20s',
@@ -190,8 +198,12 @@ def test_confined_job_ended_at_its_walltime(lab):
     assert (stop['reason'], stop['signal'], stop['killed']) == (
         'walltime', 'SIGTERM', True), stop
     assert 'walltime' in report['error']
-    # Docker's default capability set, not the machine's.
-    assert 'CapEff:\t00000000a80425fb' in _lines(report), report
+    # Docker's default capability set but CAP_SYS_CHROOT and CAP_NET_RAW
+    # (00000000a80425fb less bits 18 and 13), not the machine's.
+    lines = _lines(report)
+    assert 'CapEff:\t00000000a80005fb' in lines, report
+    assert {'refused: chroot / /bin/true', 'refused: unshare -U /bin/true',
+            'refused: mount -t tmpfs t /tmp'} <= set(lines), lines
     cli = lab_client.get_client(lab)
     node = cli.node.get(lab.node_name(0))
     assert node.power_state == 'power off'
