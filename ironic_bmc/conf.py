@@ -198,16 +198,21 @@ opts = [
     cfg.StrOpt('nfs_pid_file', default='/run/ganesha/ganesha.pid',
                help='nfs-ganesha\'s pid file: the conductor sends that '
                     'process SIGHUP to make it re-read its exports.'),
-    cfg.ListOpt('nfs_clients', default=['*'],
-                help='Who may mount the exports (ganesha Clients: '
-                     'addresses, networks such as 192.0.2.0/24, or *).  '
-                     'Restrict it to the provisioning network.'),
-    cfg.StrOpt('nfs_squash', default='no_root_squash',
+    cfg.ListOpt('nfs_clients', default=[],
+                help='Who may mount every export, besides the nodes that '
+                     'use it (ganesha Clients: addresses, networks such as '
+                     '192.0.2.0/24, or *).  Each export is mountable by '
+                     'the nodes deploying or running its image, at the '
+                     'address their agent looked up from; list here only '
+                     'what must see every export (a forwarder through '
+                     'which all nodes connect, as in the lab).'),
+    cfg.StrOpt('nfs_squash', default='root_squash',
                choices=('no_root_squash', 'root_squash', 'all_squash'),
-               help='Squash of the exports.  The default lets a '
-                    'container running as root read root-only files of '
-                    'its image, as it could from RAM; exports are always '
-                    'read-only.'),
+               help='Squash of the exports (always read-only).  With '
+                    'root_squash, a container running as root cannot read '
+                    'files of its image only root may read (they are '
+                    'read as nobody); such images run in ramfs or stream '
+                    'mode, or set no_root_squash.'),
     cfg.StrOpt('nfs_mount_options', default='vers=4.1,hard,timeo=100',
                help='Options with which nodes mount an export (ro and '
                     'the port are added).  "hard" makes reads wait for a '

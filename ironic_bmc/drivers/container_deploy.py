@@ -324,6 +324,9 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         if rootfs_build.state(node) == rootfs_build.BUILDING:
             return rootfs_build.wait(task)
         args = dict(info['stage_args'])
+        if args.get('rootfs') == protocol.ROOTFS_NFS:
+            # The node's agent is up: its address may mount the export.
+            rootfs.sync_exports(task.context)
         if info.get(rootfs_build.URL_KEY):
             args['url'] = info[rootfs_build.URL_KEY]
             if args.get('verity'):

@@ -13,13 +13,18 @@
 """The conductor's use of the image pipeline: one cache, node limits."""
 
 import functools
+import ipaddress
+import urllib.parse
 
+from ironic.common import context as ironic_context
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.conf import CONF
+from ironic import objects
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc.drivers import agent_calls
 from ironic_bmc.image import cache as artifact_cache
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import layers
@@ -203,21 +208,44 @@ def export_table():
                                squash=CONF.container.nfs_squash)
 
 
-def sync_exports():
-    """Export the tree of every cache entry a node holds, nothing else.
+def sync_exports(context=None):
+    """Export the tree of every cache entry a node holds, nothing else,
+    each to the nodes that hold it (and ``[container]nfs_clients``).
 
-    An entry with a pin cannot be evicted, so no tree is removed while
-    exported.
+    A node's address is the one its agent looked up from (the host of its
+    ``agent_url``): known once the agent is up, before the staging step,
+    which syncs again.  An entry with a pin cannot be evicted, so no tree
+    is removed while exported.
     """
     cache = get_cache()
+    context = context or ironic_context.get_admin_context()
     wanted = {}
     for key, _size, _used in cache.list_entries():
-        if not cache.pins(key):
+        pins = cache.pins(key)
+        if not pins:
             continue
         entry = cache.lookup(key, touch=False)
         if entry and entry.meta.get('format') == protocol.FORMAT_TREE:
-            wanted[key] = entry.artifact
+            wanted[key] = (entry.artifact, sorted(
+                filter(None, (node_address(context, uuid)
+                              for uuid in pins))))
     return export_table().sync(wanted)
+
+
+def node_address(context, node_uuid):
+    """The provisioning address of a node's agent, or None."""
+    try:
+        node = objects.Node.get_by_uuid(context, node_uuid)
+    except exception.NodeNotFound:
+        return None
+    info = node.driver_internal_info or {}
+    url = info.get('agent_url') or (info.get(agent_calls.AGENT_KEY)
+                                    or {}).get('agent_url')
+    host = urllib.parse.urlsplit(url).hostname if url else None
+    try:
+        return str(ipaddress.ip_address(host)) if host else None
+    except ValueError:
+        return None     # a name: ganesha's Clients wants addresses
 
 
 def check_nfs_server():

@@ -100,13 +100,13 @@ class ExportTable:
 
     :param exports_file: the file ganesha includes; written here.
     :param pid_file: ganesha's pid file, to send SIGHUP to.
-    :param clients: who may mount (ganesha ``Clients``: addresses,
-        networks, ``*``).
+    :param clients: who may mount every export (ganesha ``Clients``:
+        addresses, networks, ``*``), besides each export's own.
     :param squash: a key of :data:`SQUASH`.
     """
 
-    def __init__(self, exports_file, pid_file, clients=('*',),
-                 squash='no_root_squash'):
+    def __init__(self, exports_file, pid_file, clients=(),
+                 squash='root_squash'):
         self.exports_file = os.path.abspath(exports_file)
         self.ids_file = self.exports_file + '.ids.json'
         self.lock_file = self.exports_file + '.lock'
@@ -161,21 +161,37 @@ class ExportTable:
     def render(self, wanted, ids):
         parts = [HEADER % self.exports_file]
         for key in sorted(wanted):
+            path, clients = self._entry(wanted[key])
             parts.append(EXPORT.format(
                 key=key, id=ids[key],
-                path=_check_value('export path', wanted[key]),
+                path=_check_value('export path', path),
                 pseudo=pseudo_path(_check_value('cache key', key)),
-                squash=self.squash, clients=', '.join(self.clients)))
+                squash=self.squash, clients=', '.join(clients)))
         return '\n'.join(parts)
 
+    def _entry(self, value):
+        """(tree path, clients) of a ``wanted`` value: a path (mountable
+        by the table's clients) or a (path, clients) pair, whose clients
+        are added to the table's."""
+        if isinstance(value, str):
+            return value, list(self.clients)
+        path, extra = value
+        clients = list(self.clients) + [
+            _check_value('NFS client', c) for c in extra
+            if c not in self.clients]
+        return path, clients
+
     def sync(self, wanted):
-        """Export exactly ``wanted`` (``{cache key: tree path}``).
+        """Export exactly ``wanted`` (``{cache key: tree path}``, or
+        ``{cache key: (tree path, client addresses)}``); an entry that no
+        client may mount is not exported.
 
         :returns: True when the exports changed and ganesha was told.
         :raises: NFSServerUnavailable when ganesha could not be told (the
             file is written all the same: a server started later reads
             it).
         """
+        wanted = {k: v for k, v in wanted.items() if self._entry(v)[1]}
         with self._locked():
             ids = self._read_ids()
             old = dict(ids)

@@ -124,6 +124,10 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
             'nfs_server_address': lab_settings.GUEST_HOST_ADDRESS,
             'nfs_port': str(settings.ports.nfs),
             'nfs_exports_file': nfs_exports_file(settings),
+            # Every lab node reaches ganesha through its guestfwd, a
+            # forwarder on the host's loopback: the one client address of
+            # every export (a real node's own address is added to each).
+            'nfs_clients': '127.0.0.1',
             'nfs_pid_file': nfs_pid_file(settings),
         },
         'deploy': {

@@ -23,6 +23,8 @@ from ironic.common import states
 from ironic.conductor import task_manager
 from ironic.conf import CONF
 from ironic import objects
+from ironic.tests.unit.objects import utils as obj_utils
+from oslo_utils import uuidutils
 
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import container_deploy
@@ -127,25 +129,58 @@ class DeployTestCase(NfsTestCase):
         # Nothing published for the node to download.
         self.assertFalse(os.path.exists(os.path.join(CONF.deploy.http_root,
                                                      self.node.uuid)))
+        # No node may mount it yet: the node's address is known once its
+        # agent has looked up.
+        self.assertEqual({}, rootfs.export_table().exported())
+        self.assertEqual(0, self.reloads.call_count)
+        node.set_driver_internal_info('agent_url', 'https://10.0.2.15:9999')
+        node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            with mock.patch.object(task.driver.deploy, '_agent_up',
+                                   autospec=True), \
+                    mock.patch.object(task.driver.deploy,
+                                      '_execute_in_band',
+                                      autospec=True) as mock_execute:
+                task.driver.deploy.bmc_stage_rootfs(task)
+        self.assertEqual('/bmc/' + key,
+                         mock_execute.call_args.args[1]['nfs']['export'])
         text = open(CONF.container.nfs_exports_file).read()
         self.assertIn('Pseudo = "/bmc/%s";' % key, text)
+        # That node only, read-only, root squashed.
+        self.assertIn('Clients = 10.0.2.15;\n        Access_Type = RO;',
+                      text)
+        self.assertIn('Squash = Root_Squash;', text)
         self.assertEqual(1, self.reloads.call_count)
 
 
 class ExportLifeTestCase(NfsTestCase):
 
+    def _up(self, node, address):
+        node.set_driver_internal_info('agent_url', 'https://%s:9999'
+                                      % address)
+        node.save()
+
     def test_exported_while_a_node_holds_it(self):
         key = 'sha256-%s-tree-none-v1' % ('c' * 64)
         self._tree(key)
-        rootfs.get_cache().pin(key, 'other-node')
+        other = obj_utils.create_test_node(
+            self.context, uuid=uuidutils.generate_uuid(),
+            name='other-node', driver='fake-hardware')
+        self._up(self.node, '10.0.2.15')
+        self._up(other, '10.0.2.16')
+        rootfs.get_cache().pin(key, other.uuid)
         table = rootfs.export_table()
         rootfs.sync_exports()
         self.assertEqual([key], list(table.exported()))
-        # The first node is done; the other still reads it.
+        self.assertIn('Clients = 10.0.2.15, 10.0.2.16;',
+                      open(table.exports_file).read())
+        # The first node is done; the other still reads it, alone.
         rootfs.release(self.node)
         self.assertEqual([key], list(table.exported()))
+        self.assertIn('Clients = 10.0.2.16;',
+                      open(table.exports_file).read())
         self.assertEqual([], rootfs.get_cache().evict(max_size=0))
-        rootfs.release_holder('other-node')
+        rootfs.release_holder(other.uuid)
         self.assertEqual({}, table.exported())
         self.assertNotIn('EXPORT', open(table.exports_file).read())
         # Withdrawn first, evictable after.
@@ -163,6 +198,7 @@ class ExportLifeTestCase(NfsTestCase):
     def test_release_with_the_server_gone_still_releases(self, mock_warn):
         key = 'sha256-%s-tree-none-v1' % ('d' * 64)
         self._tree(key)
+        self._up(self.node, '10.0.2.15')
         rootfs.sync_exports()
         self.reloads.side_effect = ganesha.NFSServerUnavailable(reason='x')
         rootfs.release(self.node)

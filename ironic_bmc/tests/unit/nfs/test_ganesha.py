@@ -85,7 +85,7 @@ def test_sync_writes_read_only_exports_and_reloads(tmp_path, server):
     assert 'Access_Type = None;' in text
     assert 'Clients = 10.0.2.0/24;\n        Access_Type = RO;' in text
     assert 'Access_Type = RW' not in text
-    assert 'Squash = No_Root_Squash;' in text
+    assert 'Squash = Root_Squash;' in text
     assert hups(1) == 1
     # Nothing changed: no rewrite, no reload.
     assert not t.sync({'k1': '/cache/entries/k1/artifact'})
@@ -94,7 +94,7 @@ def test_sync_writes_read_only_exports_and_reloads(tmp_path, server):
 
 def test_ids_stay_with_their_export(tmp_path, server):
     _proc, hups = server
-    t = table(tmp_path)
+    t = table(tmp_path, clients=['10.0.2.0/24'])
     # One reload per change.  Counted after each: signals sent before the
     # counter's handler ran would merge into one.
     t.sync({'a': '/c/a', 'b': '/c/b'})
@@ -114,7 +114,7 @@ def test_server_gone(tmp_path, server):
     proc, _hups = server
     proc.kill()
     proc.wait()
-    t = table(tmp_path)
+    t = table(tmp_path, clients=['10.0.2.0/24'])
     with pytest.raises(ganesha.NFSServerUnavailable,
                        match='no running nfs-ganesha found through its pid '
                              'file .*ganesha.pid'):
@@ -130,8 +130,34 @@ def test_refuses_what_the_config_cannot_hold(tmp_path):
         table(tmp_path, squash='none')
     t = table(tmp_path)
     with pytest.raises(ValueError, match='export path'):
-        t.sync({'a': '/c/a"; Access_Type = RW; "'})
+        t.sync({'a': ('/c/a"; Access_Type = RW; "', ['192.0.2.10'])})
+    with pytest.raises(ValueError, match='NFS client'):
+        t.sync({'a': ('/c/a', ['192.0.2.10; Access_Type = RW'])})
     assert not os.path.exists(t.exports_file)
+
+
+def test_each_export_mountable_by_its_own_nodes_only(tmp_path, server):
+    """Tenant B's node cannot mount tenant A's image: each export lists
+    the nodes that use it, and one no node uses is not exported."""
+    _proc, hups = server
+    t = table(tmp_path)
+    t.sync({'a': ('/c/a', ['192.0.2.10']),
+            'b': ('/c/b', ['192.0.2.11', '192.0.2.12']),
+            'c': ('/c/c', [])})
+    text = open(t.exports_file).read()
+    blocks = {b.split('# cache entry ')[1].split('\n')[0]: b
+              for b in text.split('EXPORT {')[1:]}
+    assert sorted(blocks) == ['a', 'b']
+    assert 'Clients = 192.0.2.10;' in blocks['a']
+    assert '192.0.2.11' not in blocks['a']
+    assert 'Clients = 192.0.2.11, 192.0.2.12;' in blocks['b']
+    assert t.exported() == {'a': 1000, 'b': 1001}
+    # The operator's clients (a forwarder) see every export.
+    t2 = table(tmp_path, clients=['127.0.0.1'])
+    t2.sync({'a': ('/c/a', ['192.0.2.10']), 'c': ('/c/c', [])})
+    text = open(t2.exports_file).read()
+    assert 'Clients = 127.0.0.1, 192.0.2.10;' in text
+    assert 'Clients = 127.0.0.1;' in text
 
 
 def test_check_server(tmp_path):

@@ -13,7 +13,8 @@
 
 """The nfs rootfs mode against a real nfs-ganesha (the lab's service) and
 a real NFSv4 client (libnfs's nfs-cat and nfs-cp): an image's tree from
-the registry, exported read-only while a node holds it, withdrawn after.
+the registry, exported read-only and root-squashed, to the node that
+holds it only, withdrawn after.
 """
 
 import os
@@ -83,7 +84,9 @@ def test_tree_exported_read_only_while_held(registry, nfs_lab, tmp_path):
         fmt='tree', insecure=True, pin='node-a')
     table = ganesha.ExportTable(ironic_conf.nfs_exports_file(nfs_lab),
                                 ironic_conf.nfs_pid_file(nfs_lab))
-    assert table.sync({artifact.cache_key: artifact.path})
+    # Mountable by the node that uses it: here, this host's loopback
+    # address stands for that node.
+    assert table.sync({artifact.cache_key: (artifact.path, ['127.0.0.1'])})
     export = ganesha.pseudo_path(artifact.cache_key)
 
     # ganesha re-reads its exports in the background after SIGHUP.
@@ -95,8 +98,9 @@ def test_tree_exported_read_only_while_held(registry, nfs_lab, tmp_path):
         procs.time.sleep(0.2)
     assert got.returncode == 0, got.stderr
     assert got.stdout == b'#!/bin/sh\necho app\n'
-    # Owners are the image's; root reads a root-only file (no_root_squash).
-    assert _nfs_cat(nfs_lab, export + '/etc/secret').stdout == b'root only\n'
+    # Owners are the image's; root is squashed: a root-only file of the
+    # image is not read over NFS.
+    assert _nfs_cat(nfs_lab, export + '/etc/secret').returncode != 0
     assert _nfs_cat(nfs_lab,
                     export + '/home/user/data').stdout == b'user file\n'
     assert os.stat(os.path.join(artifact.path, 'home/user/data')).st_uid == \
@@ -110,6 +114,18 @@ def test_tree_exported_read_only_while_held(registry, nfs_lab, tmp_path):
                          capture_output=True, timeout=60)
     assert put.returncode != 0
     assert not os.path.exists(os.path.join(artifact.path, 'bin/new'))
+
+    # The export now belongs to another node (127.0.0.2): this host, a
+    # node of another tenant, can no longer read it.
+    assert table.sync({artifact.cache_key: (artifact.path, ['127.0.0.2'])})
+    for _ in range(50):
+        if _nfs_cat(nfs_lab, export + '/bin/app').returncode != 0:
+            break
+        procs.time.sleep(0.2)
+    else:
+        pytest.fail('a node not listed for the export still reads it')
+    for _ in range(3):
+        assert _nfs_cat(nfs_lab, export + '/bin/app').returncode != 0
 
     # The last node is done: withdrawn, then evictable.
     cache.unpin(artifact.cache_key, 'node-a')
