@@ -263,6 +263,7 @@ function configure_ironic_bmc {
     local pair var
     for pair in insecure_registries:IRONIC_BMC_INSECURE_REGISTRIES \
             allowed_registries:IRONIC_BMC_ALLOWED_REGISTRIES \
+            credential_registries:IRONIC_BMC_CREDENTIAL_REGISTRIES \
             tunables_profile_dirs:IRONIC_BMC_TUNABLES_PROFILE_DIRS \
             default_kernel_modules:IRONIC_BMC_KERNEL_MODULES; do
         var=${pair#*:}
