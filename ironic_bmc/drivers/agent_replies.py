@@ -40,6 +40,9 @@ from bmc_common import protocol
 
 #: Bytes of one HTTP reply read at a time.
 CHUNK = 64 * 1024
+#: Seconds to connect to an agent (its node is on the provisioning
+#: network: it answers within milliseconds, or is gone).
+CONNECT_TIMEOUT = 10
 
 
 class AgentReplyInvalid(exception.IronicException):
@@ -76,9 +79,18 @@ class BoundedAdapter(adapters.BaseAdapter):
         self.max_bytes = max_bytes
         self.deadline = deadline
 
-    def send(self, request, stream=False, **kwargs):
+    def send(self, request, stream=False, timeout=None, **kwargs):
         start = time.monotonic()
-        resp = self.inner.send(request, stream=True, **kwargs)
+        # A node that is gone (no answer to the SYN) costs at most
+        # CONNECT_TIMEOUT per attempt, not [agent]command_timeout: the
+        # periodic watch polls the running nodes one after the other.
+        if isinstance(timeout, tuple):
+            timeout = (min(timeout[0] or CONNECT_TIMEOUT, CONNECT_TIMEOUT),
+                       timeout[1])
+        elif timeout is not None:
+            timeout = (min(timeout, CONNECT_TIMEOUT), timeout)
+        resp = self.inner.send(request, stream=True, timeout=timeout,
+                               **kwargs)
         if stream:
             return resp
         data = bytearray()

@@ -215,3 +215,19 @@ def test_forged_status_is_refused(fields, why):
                                       'the workload status')
     assert why in str(ctx.value)
     assert NODE.uuid in str(ctx.value)
+
+
+def test_connect_timeout_is_short_whatever_the_read_timeout():
+    seen = []
+
+    class Inner:
+        def send(self, request, stream=False, timeout=None, **kwargs):
+            seen.append(timeout)
+            raise agent_replies.ReplyRefused('stop here')
+
+    adapter = agent_replies.BoundedAdapter(Inner(), MiB, 60)
+    for given, expected in ((60, (10, 60)), ((30, 90), (10, 90)),
+                            ((5, 90), (5, 90)), (None, None)):
+        with pytest.raises(agent_replies.ReplyRefused):
+            adapter.send(object(), timeout=given)
+        assert seen[-1] == expected
