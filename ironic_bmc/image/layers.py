@@ -55,6 +55,10 @@ from ironic_bmc.image import exceptions as exc
 LOG = log.getLogger(__name__)
 
 CHUNK = 1024 * 1024
+#: Bytes an entry counts against the size bound besides its content (a
+#: tar header's block): a layer of a million empty files or directories
+#: is not free.
+ENTRY_COST = 512
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                | os.O_CLOEXEC)
@@ -284,6 +288,21 @@ class LayerApplier:
         self.info.unpacked_size = tree_size(self.root)
         return self.info
 
+    def _count_entry(self):
+        """One more entry (a directory, a link, a device, an empty file
+        too): each costs an inode and its metadata, so each counts
+        :data:`ENTRY_COST` bytes against the size bound."""
+        self.info.entries += 1
+        self._check_size()
+
+    def _check_size(self):
+        used = self.info.unpacked_size + self.info.entries * ENTRY_COST
+        if self.max_size and used > self.max_size:
+            raise exc.ImageTooLarge(
+                ref=self._layer, what='the unpacked root filesystem '
+                '(file bytes, and %d bytes per entry)' % ENTRY_COST,
+                size=f'more than {self.max_size}', limit=self.max_size)
+
     # --- path handling ---------------------------------------------------
 
     def _unsafe(self, path, reason):
@@ -313,7 +332,7 @@ class LayerApplier:
                         return None
                     os.mkdir(comp, 0o755, dir_fd=fd)
                     self._layer_paths.add('/'.join(parts[:i + 1]))
-                    self.info.entries += 1
+                    self._count_entry()
                     nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
                 except OSError as e:
                     if e.errno not in (errno.ELOOP, errno.ENOTDIR):
@@ -426,14 +445,14 @@ class LayerApplier:
                         raise FileNotFoundError
                 except FileNotFoundError:
                     os.mkdir(base, 0o700, dir_fd=pfd)
-                    self.info.entries += 1
+                    self._count_entry()
                 self._dir_meta[relpath] = (m.uid, m.gid, mode, mtime)
             elif m.islnk():
                 self._hardlink(pfd, base, relpath, m)
             else:
                 self._remove(pfd, base, relpath)
                 self._create(tar, pfd, base, relpath, m, mode, mtime)
-                self.info.entries += 1
+                self._count_entry()
             self._layer_paths.add(relpath)
         finally:
             os.close(pfd)
@@ -448,13 +467,7 @@ class LayerApplier:
                     if not chunk:
                         break
                     self.info.unpacked_size += len(chunk)
-                    if (self.max_size
-                            and self.info.unpacked_size > self.max_size):
-                        raise exc.ImageTooLarge(
-                            ref=self._layer,
-                            what='the unpacked root filesystem',
-                            size=f'more than {self.max_size}',
-                            limit=self.max_size)
+                    self._check_size()
                     out.write(chunk)
                 out.flush()
                 self._set_meta_fd(out.fileno(), relpath, m.uid, m.gid,
@@ -525,7 +538,7 @@ class LayerApplier:
                 self.info.owners[relpath] = self.info.owners[tpath]
             if tpath in self.info.devices:
                 self.info.devices[relpath] = self.info.devices[tpath]
-            self.info.entries += 1
+            self._count_entry()
         finally:
             os.close(tfd)
 

@@ -242,6 +242,18 @@ def test_max_size(tmp_path):
         apply(tmp_path, [[Entry('big', data=b'x' * 5000)]], max_size=4096)
 
 
+def test_empty_entries_count_against_the_size(tmp_path):
+    """Directories, symlinks and empty files are not free: 64 of them at
+    512 bytes each pass a 16 KiB bound with no byte of content."""
+    entries = ([Entry('d%d' % i, 'dir') for i in range(32)]
+               + [Entry('e%d' % i, data=b'') for i in range(32)])
+    (tmp_path / 'a').mkdir()
+    (tmp_path / 'b').mkdir()
+    with pytest.raises(exc.ImageTooLarge, match='512 bytes per entry'):
+        apply(tmp_path / 'a', [entries], max_size=16 * 1024)
+    apply(tmp_path / 'b', [entries[:16]], max_size=16 * 1024)
+
+
 def test_garbage_is_refused(tmp_path):
     tree = tmp_path / 'tree'
     tree.mkdir()
