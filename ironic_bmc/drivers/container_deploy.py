@@ -187,6 +187,10 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         node = task.node
         if node.provision_state == states.DEPLOYING:
             task.driver.network.validate(task)
+            # A rebuild of a node whose workload runs: the workload gets
+            # its graceful stop (and its output is collected) before the
+            # power goes.
+            run_close.close(task)
             manager_utils.node_power_action(task, states.POWER_OFF)
             task.driver.network.unconfigure_tenant_networks(task)
             task.driver.network.add_provisioning_network(task)

@@ -466,6 +466,34 @@ class DeployStepTestCase(ContainerDeployTestCase):
             self.node.uuid, old['deploy_id'])['state'])
 
 
+class RebuildTestCase(ContainerDeployTestCase):
+
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    @mock.patch.object(run_close, 'stop_workload', autospec=True)
+    def test_rebuild_stops_the_workload_before_the_power_goes(
+            self, mock_stop, mock_power):
+        order = []
+        mock_stop.side_effect = lambda task: order.append('stop') or {
+            'state': 'exited', 'exit_code': 0, 'output_tail': 'bye\n',
+            'stop': {'reason': 'undeploy', 'signal': 'SIGTERM'}}
+        mock_power.side_effect = lambda task, state: order.append(state)
+        report = run_report.new(self.node, deploy_info.parse(self.node))
+        report['state'] = 'running'
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
+        self.node.set_driver_internal_info(
+            'bmc_agent', {'agent_url': 'http://10.0.2.15:9999'})
+        self.node.power_state = states.POWER_ON
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            with mock.patch.object(run_close, 'collect', autospec=True,
+                                   return_value=None):
+                task.driver.deploy.prepare(task)
+        self.assertEqual(['stop', states.POWER_OFF], order[:2])
+        self.assertEqual('undeployed', run_report.load(
+            self.node.uuid, report['deploy_id'])['state'])
+
+
 class InBandStepsTestCase(ContainerDeployTestCase):
 
     @mock.patch.object(agent_base, 'execute_step', autospec=True)
