@@ -34,8 +34,12 @@ from ironic.conductor import task_manager
 from ironic.conf import CONF
 from oslo_log import log
 
+from bmc_common import protocol
 from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import rootfs
+from ironic_bmc.power import sampler
+from ironic_bmc import report as run_report
 
 LOG = log.getLogger(__name__)
 
@@ -65,14 +69,25 @@ def _nodes_with_artifacts():
     return {n for n in names if _published(n)}
 
 
-def _releasable(node_uuid, holders, keep):
-    """What this conductor holds for a node, but for ``keep``."""
+def _releasable(node_uuid, holders, keep, serving=False):
+    """What this conductor holds for a node, but for ``keep`` (and its
+    pins while it ``serving`` the node's running root over NFS)."""
     stale = [rel for rel in _published(node_uuid) if rel != keep]
-    return (node_uuid in holders), stale
+    return (node_uuid in holders and not serving), stale
 
 
-def _release(node_uuid, keep=None):
-    rootfs.release_holder(node_uuid)
+def _serving(node):
+    """Whether this conductor's NFS export is the root of the node's
+    running workload: a take-over moves the node's management, not its
+    root, which stays exported from here until the run ends."""
+    report = run_report.get(node) or {}
+    return (report.get('state') == 'running'
+            and report.get('rootfs') == protocol.ROOTFS_NFS)
+
+
+def _release(node_uuid, keep=None, serving=False):
+    if not serving:
+        rootfs.release_holder(node_uuid)
     for rel in _published(node_uuid):
         if rel != keep:
             shutil.rmtree(os.path.join(CONF.deploy.http_root, rel),
@@ -95,7 +110,8 @@ def sweep(context, conductor_id):
     """
     released = []
     holders = rootfs.get_cache().holders()
-    candidates = holders | _nodes_with_artifacts()
+    sampled = set(sampler.REGISTRY.active())
+    candidates = holders | _nodes_with_artifacts() | sampled
     for node_uuid in sorted(candidates):
         try:
             with task_manager.acquire(
@@ -104,11 +120,15 @@ def sweep(context, conductor_id):
                 node = task.node
                 if _ours(node, conductor_id):
                     continue
+                if node_uuid in sampled:
+                    # Its BMC is sampled by the conductor that has it now.
+                    energy.stop(node)
                 # Another conductor may publish this node's artifact in a
                 # shared HTTP root: its current directory stays.
                 keep = node.driver_internal_info.get(
                     boot_files.ARTIFACT_DIR_KEY)
-                pinned, stale = _releasable(node_uuid, holders, keep)
+                pinned, stale = _releasable(node_uuid, holders, keep,
+                                            _serving(node))
                 if not pinned and not stale:
                     continue
                 task.upgrade_lock()
@@ -116,7 +136,7 @@ def sweep(context, conductor_id):
                 if _ours(node, conductor_id):
                     continue
                 _release(node_uuid, keep=node.driver_internal_info.get(
-                    boot_files.ARTIFACT_DIR_KEY))
+                    boot_files.ARTIFACT_DIR_KEY), serving=_serving(node))
         except exception.NodeNotFound:
             _release(node_uuid)
         except exception.NodeLocked:

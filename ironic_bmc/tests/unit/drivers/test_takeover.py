@@ -165,3 +165,39 @@ class SweepTestCase(base.ContainerDeployTestCase):
             self.config(node_locked_retry_attempts=0, group='conductor')
             self.assertEqual([], local_state.sweep(self.context, ME))
         self.assertEqual([taken.uuid], self.cache.pins(self.key))
+
+    def _running(self, node, rootfs_mode):
+        with task_manager.acquire(self.context, node.uuid) as task:
+            report = {'deploy_id': uuidutils.generate_uuid(),
+                      'node': node.uuid, 'state': 'running',
+                      'rootfs': rootfs_mode, 'stages': []}
+            task.node.set_driver_internal_info(run_report.INTERNAL_KEY,
+                                               report)
+            task.node.save()
+
+    def test_running_nfs_root_stays_exported_after_a_take_over(self):
+        """A live conductor's node taken over by another: the workload's
+        root is this conductor's export, which stays until the run
+        ends; the node's BMC is no longer sampled from here."""
+        taken = self._node(OTHER, states.ACTIVE)
+        self._running(taken, 'nfs')
+        energy.sampler.REGISTRY.start(taken.uuid, lambda: 100.0,
+                                      period=60)
+        local_state.sweep(self.context, ME)
+        self.assertEqual([taken.uuid], self.cache.pins(self.key))
+        self.assertNotIn(taken.uuid, energy.sampler.REGISTRY.active())
+        # The run ended (on the other conductor): released here.
+        with task_manager.acquire(self.context, taken.uuid) as task:
+            report = run_report.get(task.node)
+            report['state'] = 'finished'
+            task.node.set_driver_internal_info(run_report.INTERNAL_KEY,
+                                               report)
+            task.node.save()
+        self.assertEqual([taken.uuid], local_state.sweep(self.context, ME))
+        self.assertEqual([], self.cache.pins(self.key))
+
+    def test_running_ramfs_root_is_released_after_a_take_over(self):
+        taken = self._node(OTHER, states.ACTIVE)
+        self._running(taken, 'ramfs')
+        self.assertEqual([taken.uuid], local_state.sweep(self.context, ME))
+        self.assertEqual([], self.cache.pins(self.key))
