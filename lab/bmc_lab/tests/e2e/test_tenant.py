@@ -176,7 +176,19 @@ def test_tenant_launches_from_horizon(lab):
      'operator'),
     ({'container_image': None},
      'Glance image {image} has no container_image property'),
-], ids=['bad-command', 'operator-only-key', 'no-container-image'])
+    # The conductor connects to no host the operator did not allow (the
+    # cloud's metadata service, here).
+    ({'container_image': '169.254.169.254/x:1'},
+     'property container_image of Glance image {image}: registry '
+     '169.254.169.254 is not in [container]allowed_registries'),
+    # A tenant's initrd never becomes the agent (it would get the node's
+    # agent token).
+    ({'ramdisk_id': '0b4f7c2e-9a1d-4e3b-8c5f-6d7e8f9a0b1c'},
+     'Glance image {image}: property ramdisk_id names the modules initrd '
+     'of the kernel the image boots (kernel_id), and kernel_id is not '
+     'set'),
+], ids=['bad-command', 'operator-only-key', 'no-container-image',
+        'internal-registry', 'tenant-ramdisk'])
 def test_bad_image_fails_the_server_and_loses_nothing(lab, props,
                                                       expected):
     """What a tenant cannot use: the server goes to ERROR with a fault
