@@ -151,6 +151,10 @@ def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
     false); return the node's state watcher."""
     cli = lab_client.get_client(settings)
     name = settings.node_name(index)
+    if cli.node.get(name).provision_state != 'available':
+        # What a failed test before left (ACTIVE, deploy failed): it is
+        # not this deploy's failure too.
+        reclaim(settings, index, out=out)
     patch = [
         {'op': 'add', 'path': '/deploy_interface', 'value': 'container'},
         {'op': 'add', 'path': '/vendor_interface', 'value': 'container'},

@@ -399,3 +399,24 @@ def test_one_api_worker_and_debug_as_asked(tmp_path):
     assert conf['DEFAULT']['debug'] == 'true'
     settings.ironic_debug = False
     assert _conf(settings)['DEFAULT']['debug'] == 'false'
+
+
+def test_deploy_reclaims_what_a_failed_test_left(monkeypatch):
+    """A test that failed before its undeploy leaves the node ACTIVE: the
+    next test's deploy undeploys it first instead of failing too."""
+    from bmc_lab import container_job
+    cli = mock.Mock()
+    cli.node.get.return_value = mock.Mock(provision_state='active')
+    monkeypatch.setattr(container_job.lab_client, 'get_client',
+                        lambda settings: cli)
+    reclaimed = []
+    monkeypatch.setattr(container_job, 'reclaim',
+                        lambda settings, index, out: reclaimed.append(index))
+    container_job.deploy(lab_settings.Settings(state_dir='/nonexistent'),
+                         'reg/x:1', out=lambda msg: None, wait=False)
+    assert reclaimed == [0]
+    cli.node.set_provision_state.assert_called_once_with(mock.ANY, 'active')
+    cli.node.get.return_value = mock.Mock(provision_state='available')
+    container_job.deploy(lab_settings.Settings(state_dir='/nonexistent'),
+                         'reg/x:1', out=lambda msg: None, wait=False)
+    assert reclaimed == [0]
