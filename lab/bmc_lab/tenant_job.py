@@ -36,12 +36,15 @@ from bmc_lab import procs
 PLACEMENT_TIMEOUT = 300
 
 
-def create_image(settings, name, container_image, **properties):
+def create_image(settings, name, container_image, disk_format='raw',
+                 **properties):
     """A Glance image of the tenant that runs ``container_image``.
 
     ``properties``: further container keys (container_mode, ...); dicts
     and lists are stored as JSON, as Glance keeps strings; None leaves a
     key out (``container_image=None``: an image that names no container).
+    ``disk_format``: ``aki``/``ari`` for a kernel or ramdisk image (its
+    container format is the same, as Glance wants).
     """
     conn = cloud_profile.tenant(settings)
     props = dict(properties, container_image=container_image)
@@ -52,8 +55,9 @@ def create_image(settings, name, container_image, **properties):
         f.write(b'container image reference; the data is not used\n')
         f.flush()
         image = conn.image.create_image(
-            name, filename=f.name, disk_format='raw',
-            container_format='bare', wait=True, timeout=120,
+            name, filename=f.name, disk_format=disk_format,
+            container_format=(disk_format if disk_format in ('aki', 'ari')
+                              else 'bare'), wait=True, timeout=120,
             # Always a new image: a tenant may reuse a name, and the SDK
             # would otherwise hand back an older image of that name.
             allow_duplicates=True, **props)

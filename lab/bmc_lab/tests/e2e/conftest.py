@@ -80,9 +80,11 @@ LAB_DIR_PROPERTY = 'lab_dir'
 
 def _lab_dir(item):
     for value in getattr(item, 'funcargs', {}).values():
-        state_dir = getattr(value, 'state_dir', None)
-        if isinstance(state_dir, str):
-            return state_dir
+        # A lab's settings, or a fixture's tuple that holds them.
+        for candidate in (value if isinstance(value, tuple) else (value,)):
+            state_dir = getattr(candidate, 'state_dir', None)
+            if isinstance(state_dir, str):
+                return state_dir
     return None
 
 
