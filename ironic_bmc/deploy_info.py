@@ -185,6 +185,7 @@ def parse(node):
     _check_registry_allowed(ref, label(protocol.II_IMAGE))
     secret = (node.instance_info.get('image_pull_secret')
               or node.driver_info.get('image_pull_secret'))
+    sent = egress.pull_secret_for(ref.registry, secret)
     result = ContainerInfo(
         image=image,
         rootfs=_choice(info, protocol.II_ROOTFS, label(protocol.II_ROOTFS),
@@ -194,9 +195,8 @@ def parse(node):
                      protocol.WORKLOAD_MODES, protocol.MODE_SERVICE),
         # Operator-only (never from the image), and only for the
         # registries the operator lists for it.
-        pull_secret=egress.pull_secret_for(ref.registry, secret),
-        pull_secret_withheld=bool(secret) and not egress.pull_secret_for(
-            ref.registry, secret),
+        pull_secret=sent,
+        pull_secret_withheld=bool(secret) and not sent,
         measure_link=strutils.bool_from_string(
             node.instance_info.get(protocol.II_MEASURE_LINK, False),
             strict=False),

@@ -146,6 +146,10 @@ class GuardAdapter(adapters.BaseAdapter):
         super().__init__()
         self.inner = inner
         self.with_secret = with_secret
+        #: Hosts whose names were checked: once per session (a blob
+        #: request each is no reason to ask DNS again; every new
+        #: connection's peer is checked anyway).
+        self._checked = set()
 
     def send(self, request, **kwargs):
         host, port = _host_port(request.url)
@@ -157,9 +161,10 @@ class GuardAdapter(adapters.BaseAdapter):
                 reason='the registry sends the conductor\'s credentials '
                        'there (a token realm or a redirect), and it is not '
                        'in [container]credential_registries')
-        listed = operator_listed(request.url)
-        if not listed:
-            check_host(host, port)
+        if (host, port) not in self._checked:
+            if not operator_listed(request.url):
+                check_host(host, port)
+            self._checked.add((host, port))
         return self.inner.send(request, **kwargs)
 
     def close(self):

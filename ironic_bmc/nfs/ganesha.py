@@ -159,9 +159,10 @@ class ExportTable:
             return self._read_ids()
 
     def render(self, wanted, ids):
+        """The exports file of ``{cache key: (tree path, clients)}``."""
         parts = [HEADER % self.exports_file]
         for key in sorted(wanted):
-            path, clients = self._entry(wanted[key])
+            path, clients = wanted[key]
             parts.append(EXPORT.format(
                 key=key, id=ids[key],
                 path=_check_value('export path', path),
@@ -191,7 +192,8 @@ class ExportTable:
             file is written all the same: a server started later reads
             it).
         """
-        wanted = {k: v for k, v in wanted.items() if self._entry(v)[1]}
+        wanted = {k: entry for k, entry in (
+            (k, self._entry(v)) for k, v in wanted.items()) if entry[1]}
         with self._locked():
             ids = self._read_ids()
             old = dict(ids)

@@ -216,26 +216,19 @@ class DeployStepTestCase(ContainerDeployTestCase):
         mock_prepare.side_effect = image_exc.UnsafeLayer(
             layer='sha256:c', path='../etc/passwd',
             reason='path escapes the root')
-        self._deploy(mock_resolve)
-        self.node.refresh()
-        self.node.provision_state = states.DEPLOYWAIT
-        self.node.save()
-        mock_power.side_effect = self._set_power
-        self.executor.run_all()
-        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
-        self.assertEqual(states.DEPLOYFAIL, node.provision_state)
+        node = self._failed_build(mock_resolve, mock_power)
         self.assertIn('../etc/passwd', node.last_error)
         self.assertIn(IMAGE, node.last_error)
         self.assertEqual([mock.call(mock.ANY, states.POWER_ON),
                           mock.call(mock.ANY, states.POWER_OFF)],
                          mock_power.call_args_list)
-        self.assertNotIn('bmc_deploy', node.driver_internal_info)
         report = run_report.load(node.uuid,
                                  run_report.get(node)['deploy_id'])
         self.assertEqual('failed', report['state'])
         self.assertIn('../etc/passwd', report['error'])
 
-    def _build_fails_at_record(self, mock_resolve, mock_power):
+    def _failed_build(self, mock_resolve, mock_power):
+        """Deploy, run the build: the deploy failed, nothing of it kept."""
         self._deploy(mock_resolve)
         self.node.refresh()
         self.node.provision_state = states.DEPLOYWAIT
@@ -256,7 +249,7 @@ class DeployStepTestCase(ContainerDeployTestCase):
         self.artifact.config = pipeline.ImageConfig(
             cmd=['/demo.sh'], env=['BIG=' + 'x' * 120000])
         mock_prepare.return_value = self.artifact
-        node = self._build_fails_at_record(mock_resolve, mock_power)
+        node = self._failed_build(mock_resolve, mock_power)
         self.assertIn('The command and environment of image %s' % IMAGE,
                       node.last_error)
         self.assertIn('at most 16384 are accepted', node.last_error)
@@ -267,7 +260,7 @@ class DeployStepTestCase(ContainerDeployTestCase):
             mock_power):
         mock_prepare.return_value = self.artifact
         with mock.patch.object(rootfs_build, 'INTERNAL_INFO_MAX', 1024):
-            node = self._build_fails_at_record(mock_resolve, mock_power)
+            node = self._failed_build(mock_resolve, mock_power)
         self.assertIn("the run's record would take", node.last_error)
         self.assertIn('more than 1024', node.last_error)
 
@@ -283,7 +276,7 @@ class DeployStepTestCase(ContainerDeployTestCase):
                 side_effect=exception.IronicException(
                     '(1406, "Data too long for column driver_internal_info")')
         ) as mock_publish:
-            node = self._build_fails_at_record(mock_resolve, mock_power)
+            node = self._failed_build(mock_resolve, mock_power)
         self.assertTrue(mock_publish.called)
         self.assertIn("the build's result could not be recorded: (1406, "
                       '"Data too long', node.last_error)

@@ -67,6 +67,16 @@ def _nfs_cat(settings, path):
                           capture_output=True, timeout=60)
 
 
+def _until_unreadable(settings, path, why):
+    """ganesha re-reads its exports in the background after SIGHUP: wait
+    (10 s at most) until ``path`` cannot be read; fail with ``why``."""
+    for _ in range(50):
+        if _nfs_cat(settings, path).returncode != 0:
+            return
+        procs.time.sleep(0.2)
+    pytest.fail(why)
+
+
 def test_tree_exported_read_only_while_held(registry, nfs_lab, tmp_path):
     image = ociimage.build_image(
         [[Entry('bin', 'dir'),
@@ -118,22 +128,14 @@ def test_tree_exported_read_only_while_held(registry, nfs_lab, tmp_path):
     # The export now belongs to another node (127.0.0.2): this host, a
     # node of another tenant, can no longer read it.
     assert table.sync({artifact.cache_key: (artifact.path, ['127.0.0.2'])})
-    for _ in range(50):
-        if _nfs_cat(nfs_lab, export + '/bin/app').returncode != 0:
-            break
-        procs.time.sleep(0.2)
-    else:
-        pytest.fail('a node not listed for the export still reads it')
+    _until_unreadable(nfs_lab, export + '/bin/app',
+                      'a node not listed for the export still reads it')
     for _ in range(3):
         assert _nfs_cat(nfs_lab, export + '/bin/app').returncode != 0
 
     # The last node is done: withdrawn, then evictable.
     cache.unpin(artifact.cache_key, 'node-a')
     assert table.sync({})
-    for _ in range(50):
-        if _nfs_cat(nfs_lab, export + '/bin/app').returncode != 0:
-            break
-        procs.time.sleep(0.2)
-    else:
-        pytest.fail('the export stayed after it was withdrawn')
+    _until_unreadable(nfs_lab, export + '/bin/app',
+                      'the export stayed after it was withdrawn')
     assert cache.evict(max_size=0) == [artifact.cache_key]
