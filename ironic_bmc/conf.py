@@ -136,6 +136,11 @@ opts = [
                     'holds one of the conductor\'s workers '
                     '([conductor]workers_pool_size); 0 waits one round '
                     'of Ironic\'s retries only.'),
+    cfg.IntOpt('workload_watch_workers', default=8, min=1, max=128,
+               help='Threads of this conductor that poll the agents of '
+                    'running workloads, each node one poll at a time.  A '
+                    'silent agent holds one of them for up to the call\'s '
+                    'timeout (30 seconds); the others poll on.'),
     cfg.IntOpt('workload_lost_timeout', default=120, min=10,
                help='Seconds a running workload\'s agent may leave the '
                     'conductor\'s polls unanswered before the run is '

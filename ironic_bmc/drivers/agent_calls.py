@@ -95,6 +95,20 @@ def _client(task, timeout):
         return task.bmc_agent_client
 
 
+def bound_ironic_client(task):
+    """Have Ironic's own calls to the node's agent in this task (the
+    heartbeat's command status, the in-band deploy steps it runs) read
+    bounded replies too: from ``bmc_start_workload`` on, the workload is
+    root next to the agent while the deploy still reads it.  Ironic keeps
+    one client per task (``agent_client.get_client``); this puts a
+    bounded one there first."""
+    if not isinstance(getattr(task, 'cached_agent_client', None),
+                      agent_replies.BoundedClient):
+        task.cached_agent_client = agent_replies.bounded_client(
+            reply_max_bytes(), max(CONF.agent.command_timeout, 60))
+    return task.cached_agent_client
+
+
 #: Seconds a call waits for the agent to finish another command.
 BUSY_WAIT = 15
 #: The agent command a deploy step runs as (AgentClient.execute_deploy_step).

@@ -118,10 +118,13 @@ class BoundedAdapter(adapters.BaseAdapter):
         self.inner.close()
 
 
+class BoundedClient(agent_client.AgentClient):
+    """Ironic's ``AgentClient``, its session's adapters bounded."""
+
+
 def bounded_client(max_bytes, deadline):
-    """An Ironic ``AgentClient`` whose replies are bounded (a client of
-    its own: Ironic's, cached on the task, serves its own calls)."""
-    client = agent_client.AgentClient()
+    """An Ironic ``AgentClient`` whose replies are bounded."""
+    client = BoundedClient()
     for prefix in ('https://', 'http://'):
         inner = client.session.get_adapter(prefix + 'agent')
         client.session.mount(prefix, BoundedAdapter(inner, max_bytes,

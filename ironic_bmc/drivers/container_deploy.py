@@ -273,6 +273,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             info[boot_report.SENT_KEY] = time.time()
             node.set_driver_internal_info(DEPLOY_KEY, info)
         step = dict(node.deploy_step, args=args)
+        agent_calls.bound_ironic_client(task)
         return agent_base.execute_step(task, step, 'deploy')
 
     def _agent_up(self, task):
@@ -383,7 +384,9 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         predicate=workload_watch.running,
     )
     def _watch_workload(self, task, manager, context):
-        workload_watch.check(task)
+        # Handed to the watch pool: one slow or silent agent must not
+        # hold up the other nodes' polls (this loop is serial).
+        return workload_watch.check_soon(context, task.node.uuid)
 
     @periodics.node_periodic(
         purpose='restarting lost rootfs builds',
@@ -440,6 +443,9 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             # for the agent's next one (IPA: 90-180 s later).  Wait for
             # the lock instead; the heartbeat runs in a worker of its own.
             _wait_for_lock(task, CONF.container.heartbeat_lock_wait)
+        # What Ironic reads of the agent now (the steps' results) is
+        # bounded as our own calls are.
+        agent_calls.bound_ironic_client(task)
         return super().heartbeat(task, callback_url, agent_version, *args,
                                  **kwargs)
 

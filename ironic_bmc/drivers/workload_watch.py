@@ -25,12 +25,19 @@ the workload's state (with a shared lock):
   one (the node lost power, the agent died, the network is gone) the run
   is lost.
 
+The periodic task only hands each running node to a pool of
+``[container]workload_watch_workers`` threads (:func:`check_soon`), one
+poll of a node at a time: an agent that answers slowly, or not at all (a
+node's root can make it so), holds one worker for at most its call's
+timeout and delays no other node's poll.
+
 A lost run ends ``failed`` with the reason in the report and in the
 node's ``last_error``; the node is powered off, so it is in a known state
 and draws no power for a run nobody watches.  It stays ACTIVE until it is
 undeployed, like a finished job.
 """
 
+from concurrent import futures
 import threading
 import time
 
@@ -127,6 +134,66 @@ def _first_check(context, node_uuid, deploy_id):
             LOG.exception('The first check of the workload of node %s '
                           'failed; the periodic one follows', node_uuid)
             return
+
+
+#: The pool the periodic watch hands its nodes to, made at first use
+#: (its size is read from the configuration then).
+_pool = None
+_pool_lock = threading.Lock()
+#: UUIDs of the nodes whose poll is queued or runs in the pool.
+_in_flight = set()
+
+
+def _get_pool():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = futures.ThreadPoolExecutor(
+                max_workers=CONF.container.workload_watch_workers,
+                thread_name_prefix='bmc-workload-watch')
+        return _pool
+
+
+def check_soon(context, node_uuid):
+    """Poll the node's workload in the watch pool, not in the caller's
+    thread (the periodic task's).  A node whose previous poll has not
+    ended yet is skipped: its agent is slow, and the poll under way
+    records what it finds.
+
+    :returns: the poll's future, or None when one is under way.
+    """
+    with _pool_lock:
+        if node_uuid in _in_flight:
+            LOG.debug('The previous poll of the workload of node %s has not '
+                      'ended; not polling it again yet', node_uuid)
+            return None
+        _in_flight.add(node_uuid)
+    try:
+        return _get_pool().submit(_pooled_check, context, node_uuid)
+    except BaseException:
+        with _pool_lock:
+            _in_flight.discard(node_uuid)
+        raise
+
+
+def _pooled_check(context, node_uuid):
+    try:
+        with task_manager.acquire(context, node_uuid, shared=True,
+                                  purpose='watching a container '
+                                          'workload') as task:
+            if watched(task.node):
+                check(task)
+    except (exception.NodeLocked, exception.NodeNotFound) as exc:
+        # Undeployed, or busy (a heartbeat's check, an undeploy): the
+        # next period looks again.
+        LOG.info('Not polling the workload of node %(node)s now: %(err)s',
+                 {'node': node_uuid, 'err': exc})
+    except Exception:
+        LOG.exception('Polling the workload of node %s failed; the next '
+                      'period tries again', node_uuid)
+    finally:
+        with _pool_lock:
+            _in_flight.discard(node_uuid)
 
 
 def check(task):

@@ -16,6 +16,7 @@ import base64
 import gzip
 import inspect
 import os
+import threading
 import time
 import types
 from unittest import mock
@@ -966,17 +967,81 @@ class WatcherRaceTestCase(ContainerDeployTestCase):
             other.save()
             return {'state': 'exited', 'exit_code': 0}
 
-        with task_manager.acquire(self.context, self.node.uuid,
-                                  shared=True) as task:
-            with mock.patch.object(workload_watch, '_status',
-                                   side_effect=undeployed_meanwhile):
-                # The function under Ironic's node_periodic decorator.
-                watch = inspect.unwrap(
-                    container_deploy.ContainerDeploy._watch_workload)
-                watch(task.driver.deploy, task, None, None)
-            self.assertEqual('running',
-                             run_report.get(task.node)['state'])
+        with mock.patch.object(workload_watch, '_status',
+                               side_effect=undeployed_meanwhile):
+            # What the periodic watch runs in its pool for the node.
+            workload_watch._pooled_check(self.context, self.node.uuid)
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        self.assertEqual('running', run_report.get(node)['state'])
+        self.assertEqual(states.DELETING, node.provision_state)
         mock_power.assert_not_called()
+
+
+class WatchPoolTestCase(ContainerDeployTestCase):
+    """The periodic watch hands nodes to a pool: a silent agent holds up
+    no other node's poll, and a node is polled once at a time."""
+
+    def setUp(self):
+        super().setUp()
+        self.config(workload_watch_workers=2, group='container')
+        self.addCleanup(setattr, workload_watch, '_pool', None)
+        workload_watch._pool = None
+        workload_watch._in_flight.clear()
+        self.nodes = [self.node] + [
+            obj_utils.create_test_node(
+                self.context, uuid=uuidutils.generate_uuid(),
+                driver='fake-hardware', deploy_interface='container',
+                boot_interface='ipxe', vendor_interface='container',
+                network_interface='noop',
+                properties=dict(self.node.properties),
+                instance_info=dict(self.node.instance_info),
+                driver_info=dict(self.node.driver_info))
+            for _ in range(2)]
+        for node in self.nodes:
+            report = run_report.new(node, deploy_info.parse(node))
+            report['state'] = 'running'
+            node.provision_state = states.ACTIVE
+            node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
+            node.save()
+
+    def test_a_silent_agent_delays_no_other_node(self):
+        silent = threading.Event()
+        release = threading.Event()
+        polled = []
+
+        def status(task, notify_exit=False):
+            if task.node.uuid == self.nodes[0].uuid:
+                silent.set()
+                release.wait(10)    # an agent that does not answer
+                raise exception.IronicException('timed out')
+            polled.append(task.node.uuid)
+            return {'state': 'running'}
+
+        watch = inspect.unwrap(
+            container_deploy.ContainerDeploy._watch_workload)
+        with mock.patch.object(workload_watch, '_status', autospec=True,
+                               side_effect=status):
+            futs = []
+            for node in self.nodes:
+                with task_manager.acquire(self.context, node.uuid,
+                                          shared=True) as task:
+                    futs.append(
+                        watch(task.driver.deploy, task, None, self.context))
+            self.assertTrue(silent.wait(10))
+            # The periodic returned at once; the other nodes were polled
+            # while the first node's agent still said nothing.
+            for fut in [f for f in futs[1:]]:
+                fut.result(10)
+            self.assertEqual({n.uuid for n in self.nodes[1:]}, set(polled))
+            self.assertFalse(futs[0].done())
+            # Its poll is still under way: the next period skips it.
+            with task_manager.acquire(self.context, self.nodes[0].uuid,
+                                      shared=True) as task:
+                self.assertIsNone(watch(task.driver.deploy, task, None,
+                                        self.context))
+            release.set()
+            futs[0].result(10)
+        self.assertEqual(set(), workload_watch._in_flight)
 
 
 _REAL_STATUS = workload_watch._status
