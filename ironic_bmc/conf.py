@@ -77,6 +77,15 @@ opts = [
                      'credentials on to another host (its token realm, a '
                      'redirect) not listed here is refused.  Empty: the '
                      'pull secret is sent nowhere.'),
+    cfg.ListOpt('tenant_credential_registries', default=[],
+                help='Of the registries of credential_registries, those '
+                     'the operator\'s pull secret (driver_info/'
+                     'image_pull_secret) is also sent to for an image a '
+                     'Glance image property names (a tenant\'s choice): '
+                     'a private catalogue the operator offers to every '
+                     'tenant.  Empty: a tenant\'s image is always pulled '
+                     'anonymously, so no tenant can make the conductor '
+                     'use the operator\'s credentials.'),
     cfg.ListOpt('insecure_registries', default=[],
                 help='Registries reached over plain HTTP, as host:port, '
                      'or as host for every port of that host.'),

@@ -42,9 +42,10 @@ class ContainerInfo:
     env: dict = dataclasses.field(default_factory=dict)
     #: Registry credentials: never in a repr, a log line or a report.
     pull_secret: str = dataclasses.field(default=None, repr=False)
-    #: A pull secret is set, and not sent: the image's registry is not in
-    #: [container]credential_registries.
+    #: A pull secret is set, and not sent (egress.pull_secret_for).
     pull_secret_withheld: bool = False
+    #: Why it was withheld (the rule, for the error of a refused pull).
+    pull_secret_rule: str = None
     measure_link: bool = False
     #: stream mode: the bound of the node's block cache, as given (bytes,
     #: or a share of RAM), or None: as much of the image as RAM allows.
@@ -185,7 +186,9 @@ def parse(node):
     _check_registry_allowed(ref, label(protocol.II_IMAGE))
     secret = (node.instance_info.get('image_pull_secret')
               or node.driver_info.get('image_pull_secret'))
-    sent = egress.pull_secret_for(ref.registry, secret)
+    sent, withheld_by = egress.pull_secret_for(
+        ref.registry, secret,
+        tenant_image=image_properties.from_image(node, protocol.II_IMAGE))
     result = ContainerInfo(
         image=image,
         rootfs=_choice(info, protocol.II_ROOTFS, label(protocol.II_ROOTFS),
@@ -196,7 +199,8 @@ def parse(node):
         # Operator-only (never from the image), and only for the
         # registries the operator lists for it.
         pull_secret=sent,
-        pull_secret_withheld=bool(secret) and not sent,
+        pull_secret_withheld=withheld_by is not None,
+        pull_secret_rule=withheld_by,
         measure_link=strutils.bool_from_string(
             node.instance_info.get(protocol.II_MEASURE_LINK, False),
             strict=False),

@@ -129,9 +129,9 @@ def resolve(node, container):
             registry=reference.parse(container.image).registry,
             ref=container.image,
             reason=_('%(err)s; the node has an image_pull_secret, which '
-                     'is sent only to the registries of '
-                     '[container]credential_registries') % {
-                'err': exc.kwargs.get('reason', exc)}) from None
+                     'is %(rule)s') % {
+                'err': exc.kwargs.get('reason', exc),
+                'rule': container.pull_secret_rule}) from None
     limit, why = size_limit(node, container.rootfs)
     if resolved.layers_size > limit:
         raise exception.InvalidParameterValue(

@@ -126,12 +126,26 @@ def check_host(host, port):
                        '[container]allowed_registries to pull from it' % why)
 
 
-def pull_secret_for(registry, secret):
-    """The operator's pull secret, if it may go to ``registry``."""
-    if secret and reference.registry_in(
-            registry, CONF.container.credential_registries):
-        return secret
-    return None
+def pull_secret_for(registry, secret, tenant_image=False):
+    """The operator's pull secret, if it may go to ``registry``.
+
+    :param tenant_image: the image is named by a Glance image property
+        (a tenant's choice): the registry must be listed in
+        ``[container]tenant_credential_registries`` too.
+    :returns: (the secret or None, the rule that withheld it or None).
+    """
+    if not secret:
+        return None, None
+    if not reference.registry_in(registry,
+                                 CONF.container.credential_registries):
+        return None, 'sent only to the registries of ' \
+            '[container]credential_registries'
+    if tenant_image and not reference.registry_in(
+            registry, CONF.container.tenant_credential_registries):
+        return None, 'not sent for an image a Glance image property ' \
+            'names unless its registry is in ' \
+            '[container]tenant_credential_registries'
+    return secret, None
 
 
 class GuardAdapter(adapters.BaseAdapter):

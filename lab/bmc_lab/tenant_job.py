@@ -37,7 +37,7 @@ PLACEMENT_TIMEOUT = 300
 
 
 def create_image(settings, name, container_image, disk_format='raw',
-                 **properties):
+                 tenant=register.DEMO, **properties):
     """A Glance image of the tenant that runs ``container_image``.
 
     ``properties``: further container keys (container_mode, ...); dicts
@@ -45,8 +45,9 @@ def create_image(settings, name, container_image, disk_format='raw',
     key out (``container_image=None``: an image that names no container).
     ``disk_format``: ``aki``/``ari`` for a kernel or ramdisk image (its
     container format is the same, as Glance wants).
+    ``tenant``: whose image (a user and project of that name).
     """
-    conn = cloud_profile.tenant(settings)
+    conn = cloud_profile.tenant(settings, tenant)
     props = dict(properties, container_image=container_image)
     props = {key: (json.dumps(value) if isinstance(value, (dict, list))
                    else str(value))
@@ -105,7 +106,7 @@ def wait_for_nodes(settings, count=1, node_ids=None, traits=None,
 
 
 def boot(settings, name, image_id, flavor=register.FLAVOR, timeout=900,
-         out=print):
+         out=print, tenant=register.DEMO):
     """``openstack server create`` as the tenant; wait until it is built.
 
     Built is ACTIVE, or SHUTOFF: a short job may end, and its node power
@@ -114,22 +115,24 @@ def boot(settings, name, image_id, flavor=register.FLAVOR, timeout=900,
     Returns the server.  A server that goes to ERROR raises LabError
     with Nova's fault message.
     """
-    conn = cloud_profile.tenant(settings)
+    conn = cloud_profile.tenant(settings, tenant)
     flavor_obj = conn.compute.find_flavor(flavor, ignore_missing=False)
     network = conn.network.find_network(register.NETWORK,
                                         ignore_missing=False)
     out('Tenant %s: server create %s (image %s, flavor %s, network %s) ...'
-        % (register.DEMO, name, image_id, flavor, register.NETWORK))
+        % (tenant, name, image_id, flavor, register.NETWORK))
     server = conn.compute.create_server(
         name=name, image_id=image_id, flavor_id=flavor_obj.id,
         networks=[{'uuid': network.id}])
-    return wait_server(settings, server.id, ('ACTIVE', 'SHUTOFF'), timeout)
+    return wait_server(settings, server.id, ('ACTIVE', 'SHUTOFF'), timeout,
+                       tenant=tenant)
 
 
-def wait_server(settings, server_id, status, timeout=900):
+def wait_server(settings, server_id, status, timeout=900,
+                tenant=register.DEMO):
     """Wait until the server's status is ``status`` (or one of them)."""
     wanted = (status,) if isinstance(status, str) else tuple(status)
-    conn = cloud_profile.tenant(settings)
+    conn = cloud_profile.tenant(settings, tenant)
     deadline = time.monotonic() + timeout
     server = None
     while time.monotonic() < deadline:

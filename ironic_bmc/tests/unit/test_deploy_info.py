@@ -24,6 +24,7 @@ from ironic_bmc.conf import CONF
 from ironic_bmc import deploy_info
 from ironic_bmc.image import egress
 from ironic_bmc.image import pipeline
+from ironic_bmc import image_properties
 
 
 #: What the tests' registry names resolve to, unless a test says.
@@ -47,6 +48,7 @@ def resolver():
         yield answers
     CONF.clear_override('allowed_registries', 'container')
     CONF.clear_override('credential_registries', 'container')
+    CONF.clear_override('tenant_credential_registries', 'container')
 
 
 def _node(properties=None, **ii):
@@ -197,6 +199,33 @@ def test_pull_secret_goes_only_to_its_registries(listed):
     expected = 'operator:s3cret' if 'reg.example:5000' in listed else None
     assert info.pull_secret == expected
     assert info.pull_secret_withheld is (expected is None)
+
+
+@pytest.mark.parametrize('tenant_listed', [[], ['reg.example:5000']])
+def test_operator_secret_not_sent_for_a_tenants_image(tenant_listed):
+    """A tenant names, through its Glance image, an image of the
+    operator's own registry: it is pulled anonymously unless the operator
+    offers that registry to tenants."""
+    CONF.set_override('credential_registries', ['reg.example:5000'],
+                      'container')
+    CONF.set_override('tenant_credential_registries', tenant_listed,
+                      'container')
+    node = _node(image_source='7c2a3b1e-5d4f-4e6a-8b9c-0d1e2f3a4b5c')
+    node.driver_internal_info[image_properties.SNAPSHOT_KEY] = {
+        'container_image': 'reg.example:5000/private/app:1'}
+    node.driver_info = {'image_pull_secret': 'operator:s3cret'}
+    info = deploy_info.parse(node)
+    if tenant_listed:
+        assert (info.pull_secret, info.pull_secret_withheld) == (
+            'operator:s3cret', False)
+    else:
+        assert (info.pull_secret, info.pull_secret_withheld) == (None, True)
+        assert 'tenant_credential_registries' in info.pull_secret_rule
+    # The same image named by the operator (instance_info) gets it.
+    node.instance_info['container_image'] = 'reg.example:5000/private/app:1'
+    info = deploy_info.parse(node)
+    assert (info.pull_secret, info.pull_secret_withheld) == (
+        'operator:s3cret', False)
 
 
 @pytest.mark.parametrize('image,address,why', [

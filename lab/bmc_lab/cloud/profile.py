@@ -71,6 +71,10 @@ def ironic_sections(settings):
         # server turns SHUTOFF without waiting for Nova's sync).
         'nova': dict(configs.password_auth(cloud, 'ironic'),
                      send_power_notifications='true'),
+        # The operator's private registries: every loopback port, so that
+        # a test's own registry with htpasswd stands for one (the tenant
+        # isolation test: a tenant naming it gets no operator secret).
+        'container': {'credential_registries': '127.0.0.1'},
     }
 
 
@@ -125,9 +129,10 @@ def project_admin(settings):
     return register.connect(loaded(settings))
 
 
-def tenant(settings):
-    """The tenant "demo" (role member in project demo)."""
-    return register.connect(loaded(settings), register.DEMO, register.DEMO)
+def tenant(settings, name=register.DEMO):
+    """A tenant: user ``name``, role member in project ``name`` ("demo",
+    or register.OTHER_TENANT)."""
+    return register.connect(loaded(settings), name, name)
 
 
 def keystone_session(settings):

@@ -32,6 +32,9 @@ SERVICES = {
     'baremetal': 'ironic',
 }
 DEMO = 'demo'
+#: A second tenant (project and user of that name), for the isolation
+#: tests: what one tenant may not reach of the other's.
+OTHER_TENANT = 'demo-b'
 NETWORK = 'baremetal-net'
 SUBNET = 'baremetal-subnet'
 #: TEST-NET-1: Neutron only records it, nothing is wired.
@@ -126,10 +129,13 @@ def _identity(cloud, conn):
         ids['user_' + name] = user.id
     for stype, url in cloud.endpoints.items():
         ids['service_' + stype] = _endpoint(idn, stype, url)
-    demo = _project(idn, DEMO, 'The lab cloud tenant')
-    user = _user(idn, DEMO, cloud.password, demo)
-    idn.assign_project_role_to_user(demo, user, roles['member'])
-    ids.update(demo_project=demo.id, user_demo=user.id)
+    for name, what in ((DEMO, 'The lab cloud tenant'),
+                       (OTHER_TENANT, 'A second tenant of the lab cloud')):
+        project = _project(idn, name, what)
+        user = _user(idn, name, cloud.password, project)
+        idn.assign_project_role_to_user(project, user, roles['member'])
+        key = name.replace('-', '_')
+        ids.update({key + '_project': project.id, 'user_' + key: user.id})
     return ids
 
 

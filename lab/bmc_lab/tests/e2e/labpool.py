@@ -74,6 +74,7 @@ MODULE_GROUPS = {
     'test_rootfs_stream.py': 'rootfs',
     'test_rootfs_verity.py': 'rootfs',
     'test_tenant.py': 'cloud',
+    'test_tenant_isolation.py': 'cloud',
     'test_container.py': 'container',
     'test_container_runtime.py': 'runtime',
     'test_takeover.py': 'scaled',
