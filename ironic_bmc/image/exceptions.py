@@ -48,8 +48,8 @@ class RegistryRefused(ImagePipelineError):
 
 class RegistryAuthError(ImagePipelineError):
     code = 403
-    _msg_fmt = ('Container registry %(registry)s refused the credentials '
-                'for %(ref)s: %(reason)s')
+    _msg_fmt = ('Container registry %(registry)s refused access to '
+                '%(ref)s: %(reason)s')
 
 
 class RegistryError(ImagePipelineError):

