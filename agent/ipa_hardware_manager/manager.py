@@ -136,10 +136,9 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
     def evaluate_hardware_support(self):
         # Every machine can run a container; nothing to detect.  The level
         # only orders dispatch: this manager implements no inventory
-        # method, so those still reach the generic manager.
-        # IPA asks this before its lookup: its heartbeater exists, and is
-        # made prompt for the deploy's steps.
-        agent_quiet.prompt_heartbeats()
+        # method, so those still reach the generic manager.  A pure probe,
+        # as IPA expects: it may ask at any time (the heartbeater is made
+        # prompt by the deploy steps themselves, see _deploy_step).
         return hardware.HardwareSupport.SERVICE_PROVIDER
 
     @property
@@ -176,6 +175,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                          nfs=None, verity=None, stream=None,
                          boot_times=False, **kwargs):
         """Download, verify and mount the rootfs (protocol step)."""
+        _deploy_step()
         times = _boot_times(boot_times)
         if self.supervisor.status()['state'] == 'running':
             raise errors.DeploymentError(
@@ -209,6 +209,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                            stop_grace=workload.DEFAULT_GRACE,
                            output_max=workload.DEFAULT_OUTPUT_MAX, **kwargs):
         """Start the workload in the staged root (protocol step)."""
+        _deploy_step()
         staged = staging.load()
         try:
             if not staged:
@@ -310,6 +311,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
     def bmc_apply_tunables(self, node, ports, tunables=None, strict=False,
                            boot_times=False, **kwargs):
         """Apply run-time tunables, verify boot-time ones (protocol step)."""
+        _deploy_step()
         times = _boot_times(boot_times)
         result = steps_tunables.bmc_apply_tunables(node, ports, tunables,
                                                    strict=strict)
@@ -327,6 +329,15 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         return steps_tunables.bmc_noise_probe(
             node, ports, cpus=cpus, duration=duration,
             threshold_us=threshold_us)
+
+
+def _deploy_step():
+    """At the start of each deploy-time step: the heartbeat IPA sends when
+    the step ends reaches the conductor within a second, not up to 5 s
+    later (agent_quiet.prompt_heartbeats).  IPA has no hook between its
+    lookup and the first step, and evaluate_hardware_support is a probe it
+    may call at any time; the steps are the agent's own entry points."""
+    agent_quiet.prompt_heartbeats()
 
 
 def _boot_times(wanted):

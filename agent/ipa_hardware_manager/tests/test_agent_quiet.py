@@ -66,8 +66,13 @@ class QuietTest(unittest.TestCase):
     def test_prompt_heartbeat_after_a_command(self):
         heartbeater = ipa_agent.IronicPythonAgentHeartbeater(self.agent)
         self.agent.heartbeater = heartbeater
-        # As IPA asks the managers before its lookup, before the thread.
+        # Probing the manager changes nothing of the agent ...
         manager.BmcContainerHardwareManager().evaluate_hardware_support()
+        self.assertEqual(5, heartbeater.min_heartbeat_interval)
+        # ... its first deploy step makes the heartbeats prompt.
+        with mock.patch.object(manager.steps_tunables, 'bmc_apply_tunables',
+                               autospec=True, return_value={}):
+            manager.BmcContainerHardwareManager().bmc_apply_tunables({}, [])
         self.assertEqual(1.0, heartbeater.min_heartbeat_interval)
         # A failed heartbeat is retried as before: 5-10 s.
         self.assertEqual((5.0, 10.0), (
