@@ -141,8 +141,9 @@ function _ironic_bmc_glance_file {
 
 function install_ironic_bmc {
     # The conductor plugin and the definitions it shares with the agent.
-    # The node side (agent/) goes into the agent ramdisk, the lab nowhere,
-    # the tempest plugin into tempest's venv (TEMPEST_PLUGINS, settings).
+    # The node side (ipa_hardware_manager/) goes into the agent ramdisk,
+    # the lab nowhere, the tempest plugin into tempest's venv
+    # (TEMPEST_PLUGINS, settings).
     setup_develop "$IRONIC_BMC_DIR/common"
     setup_develop "$IRONIC_BMC_DIR"
     # What the conductor builds rootfs artifacts and their dm-verity hash
@@ -600,7 +601,7 @@ function ironic_bmc_extra {
 # --- stack test-config -----------------------------------------------------
 
 function ironic_bmc_configure_tempest {
-    # The options of tempest/ironic_bmc_tempest_plugin/config.py.
+    # The options of tempest_plugin/ironic_bmc_tempest_plugin/config.py.
     iniset "$TEMPEST_CONFIG" baremetal_container enabled True
     local driver=container-ipmi
     if [[ "${IRONIC_DEPLOY_DRIVER:-ipmi}" == "redfish" \

@@ -93,7 +93,7 @@ inputs_hash() {
         # conductor (common/: protocol, tunables schema and profiles),
         # their packaging, and the pinned versions of every dependency.
         cd "$ROOT"
-        find elements agent common -type f \
+        find elements ipa_hardware_manager common -type f \
             ! -path '*/__pycache__/*' ! -path '*/tests/*' ! -name '*.pyc' \
             ! -path '*.egg-info/*' ! -path '*/build/*' \
             ! -name AUTHORS ! -name ChangeLog \
@@ -152,7 +152,7 @@ if [ ! -d "$WHEELS" ]; then
     # image.
     "$DIBVENV/bin/pip" wheel --quiet --disable-pip-version-check \
         -c "$CONSTRAINTS" --wheel-dir "$WHEELS.tmp" \
-        "$IPA_REQ" "$SRC/common" "$SRC/agent"
+        "$IPA_REQ" "$SRC/common" "$SRC/ipa_hardware_manager"
     rm -rf "$SRC"
     mv "$WHEELS.tmp" "$WHEELS"
 fi

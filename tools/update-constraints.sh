@@ -14,7 +14,7 @@ python3 -m venv "$work/venv"
 pip="$work/venv/bin/pip"
 "$pip" install --quiet --upgrade pip
 # The repository's own distributions are not on the index: drop them.
-reqs=$(cat requirements.txt common/requirements.txt agent/requirements.txt \
+reqs=$(cat requirements.txt common/requirements.txt ipa_hardware_manager/requirements.txt \
            lab/requirements.txt test-requirements.txt doc/requirements.txt \
        | sed -e 's/#.*//' -e 's/[[:space:]]*$//' \
        | grep -v -E '^(ironic-bmc|$)')

@@ -118,8 +118,8 @@ def _parser():
                    help='also remove the state directory and database')
     sub.add_parser('status', help='show what runs')
     sub.add_parser('smoke', help='ramdisk-deploy a tiny initrd on node 0')
-    t = sub.add_parser('tempest', help='run the tempest plugin (tempest/) '
-                       'against the cloud profile')
+    t = sub.add_parser('tempest', help='run the tempest plugin '
+                       '(tempest_plugin/) against the cloud profile')
     t.add_argument('--regex', default=tempest_run.DEFAULT_REGEX,
                    help='tests to run (default: all of the plugin)')
     return p

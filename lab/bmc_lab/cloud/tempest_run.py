@@ -12,7 +12,7 @@
 
 """tempest against the cloud profile: the project's plugin, for real.
 
-``run()`` runs the tests of tempest/ (ironic_bmc_tempest_plugin: API
+``run()`` runs the tests of tempest_plugin/ (ironic_bmc_tempest_plugin: API
 tests of validation, Glance properties and deploy templates, and a
 scenario where a tenant boots a container image through Nova) with
 ``tempest run`` against the lab's Keystone, Glance, Nova, Neutron and
@@ -37,8 +37,8 @@ from bmc_lab.cloud import venv
 from bmc_lab import inifile
 from bmc_lab import procs
 
-#: The plugin's source: tempest/ of this checkout.
-PLUGIN_DIR = os.path.join(os.path.dirname(venv.LAB_DIR), 'tempest')
+#: The plugin's source: tempest_plugin/ of this checkout.
+PLUGIN_DIR = os.path.join(os.path.dirname(venv.LAB_DIR), 'tempest_plugin')
 WORKSPACE = 'tempest'
 #: Every test of the plugin (its test ids start with the package).
 DEFAULT_REGEX = r'^ironic_bmc_tempest_plugin\.'

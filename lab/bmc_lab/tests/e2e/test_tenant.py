@@ -224,7 +224,7 @@ def test_bad_image_fails_the_server_and_loses_nothing(lab, props,
         _node_clean(settings, n.id)
 
 
-#: The plugin's tests (tempest/): validation (4), Glance properties (6),
+#: The plugin's tests (tempest_plugin/): validation (4), Glance properties (6),
 #: deploy templates (3) and the scenario (1).
 TEMPEST_TESTS = 15
 
