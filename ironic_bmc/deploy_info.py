@@ -150,6 +150,24 @@ def _check_registry_allowed(ref, label):
             _('%(label)s: %(err)s') % {'label': label, 'err': exc})
 
 
+def for_task(task):
+    """:func:`parse` of the task's node, once per task while the inputs
+    stay the same (validate, then the deploy step, in one conductor
+    task: the registry's name is resolved once)."""
+    node = task.node
+    key = json.dumps([node.instance_info,
+                      node.driver_internal_info.get(
+                          image_properties.SNAPSHOT_KEY),
+                      node.driver_info.get('image_pull_secret')],
+                     sort_keys=True, default=str)
+    memo = getattr(task, '_bmc_container_info', None)
+    if memo and memo[0] == key:
+        return memo[1]
+    container = parse(node)
+    task._bmc_container_info = (key, container)
+    return container
+
+
 def parse(node):
     """Parse and validate the container keys of the deploy.
 

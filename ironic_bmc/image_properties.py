@@ -82,6 +82,17 @@ def fetch(task):
     source = glance_image(task.node)
     if not source:
         return {}
+    # Once per task: validate and the deploy step run in one conductor
+    # task (one lock), and ask for the same image.
+    memo = getattr(task, '_bmc_image_properties', None)
+    if memo and memo[0] == source:
+        return dict(memo[1])
+    keys = _read(task, source)
+    task._bmc_image_properties = (source, keys)
+    return dict(keys)
+
+
+def _read(task, source):
     props = deploy_utils.get_image_properties(task.context, source)
     forbidden = sorted(k for k in OPERATOR_KEYS
                        if props.get(k) not in (None, ''))

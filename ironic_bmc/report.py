@@ -13,12 +13,16 @@
 """Run reports: one JSON document per deploy.
 
 While a deploy runs its report lives in the node's driver_internal_info
-(so every conductor sees it) and is written to ``[container]report_dir``
-after every change; the file stays after undeploy.
+(so every conductor sees it) and is written to ``[container]report_dir``;
+the file stays after undeploy.  Within :func:`batch` (a deploy step, a
+step's result) the changes are made in memory and the file is written
+once, at the end; outside one, at every change.
 """
 
+import contextlib
 import json
 import os
+import threading
 import time
 import uuid
 
@@ -60,14 +64,46 @@ def get(node):
     return node.driver_internal_info.get(INTERNAL_KEY)
 
 
+_local = threading.local()
+
+
+def _batches():
+    """{node UUID: {deploy id: report to write}} of this thread."""
+    if not hasattr(_local, 'batches'):
+        _local.batches = {}
+    return _local.batches
+
+
+@contextlib.contextmanager
+def batch(node):
+    """Write the node's reports once, when the block ends (however it
+    ends: a failed step's report is written too).  Nested: the outermost
+    block writes."""
+    batches = _batches()
+    outer = node.uuid not in batches
+    if outer:
+        batches[node.uuid] = {}
+    try:
+        yield
+    finally:
+        if outer:
+            for report in batches.pop(node.uuid).values():
+                _write(report)
+
+
 def update(node, report, **fields):
-    """Merge ``fields`` into the report, store it on the node and on disk.
+    """Merge ``fields`` into the report, store it on the node and on disk
+    (at the end of the batch, within one).
 
     The caller saves the node.
     """
     report.update(fields)
     node.set_driver_internal_info(INTERNAL_KEY, report)
-    _write(report)
+    pending = _batches().get(node.uuid)
+    if pending is None:
+        _write(report)
+    else:
+        pending[report['deploy_id']] = report
     return report
 
 

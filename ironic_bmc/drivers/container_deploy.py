@@ -31,6 +31,7 @@ for the workload's state.  In ``job`` mode the workload's exit ends the
 run: exit code and output are recorded and the node is powered off.
 """
 
+import functools
 import time
 
 from ironic.common import exception
@@ -50,6 +51,7 @@ from ironic_bmc import image_properties
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import boot_report
+from ironic_bmc.drivers import deploy_checks
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import local_state
 from ironic_bmc.drivers import rootfs
@@ -72,9 +74,7 @@ TUNABLES_ARGSINFO = service_steps.TUNABLES_ARGSINFO
 #: The in-band steps that can be the first: the one sent first also
 #: reads the node's boot marks.
 BOOT_TIMES_STEPS = (protocol.STEP_APPLY_TUNABLES, protocol.STEP_STAGE_ROOTFS)
-#: Network interfaces that leave the agent reachable while the workload
-#: runs (no switch to a tenant network).
-SUPPORTED_NETWORKS = ('noop', 'flat')
+SUPPORTED_NETWORKS = deploy_checks.SUPPORTED_NETWORKS
 
 
 def _stream_cache(node, container):
@@ -103,6 +103,16 @@ def _wait_for_lock(task, seconds):
             reraise=True)(task.upgrade_lock)(purpose='heartbeat', retry=True)
     except exception.NodeLocked:
         pass
+
+
+def _one_report_write(method):
+    """Each call (a step, a heartbeat, a tear-down) writes the run
+    report's file once, whatever it records (report.batch)."""
+    @functools.wraps(method)
+    def wrapper(self, task, *args, **kwargs):
+        with run_report.batch(task.node):
+            return method(self, task, *args, **kwargs)
+    return wrapper
 
 
 class ContainerDeploy(service_steps.ServiceStepsMixin,
@@ -138,47 +148,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         :raises: MissingParameterValue, InvalidParameterValue naming the
             key and the reason.
         """
-        node = task.node
-        # The Glance image's keys, as the deploy would snapshot them (in
-        # memory only: validate may hold a shared lock).
-        image_properties.snapshot(task)
-        container = deploy_info.parse(node)
-        if node.network_interface not in SUPPORTED_NETWORKS:
-            raise exception.InvalidParameterValue(
-                _('The container deploy interface needs a network interface '
-                  'that keeps the agent reachable (%(ok)s); node %(node)s '
-                  'uses %(net)s') % {'ok': ', '.join(SUPPORTED_NETWORKS),
-                                     'node': node.uuid,
-                                     'net': node.network_interface})
-        if (container.rootfs == protocol.ROOTFS_NFS
-                and not rootfs.nfs_configured()):
-            raise exception.InvalidParameterValue(
-                _('%(where)s: "nfs" needs the conductor\'s NFS server, and '
-                  '[container]nfs_server_address is not set on conductor '
-                  '%(host)s') % {
-                    'where': image_properties.where(node, protocol.II_ROOTFS),
-                    'host': CONF.host})
-        if (container.rootfs == protocol.ROOTFS_STREAM
-                and not rootfs.with_verity(
-                    rootfs.artifact_format(container.rootfs)[0])):
-            raise exception.InvalidParameterValue(
-                _('%(where)s: "stream" checks every block with dm-verity as '
-                  'it arrives, and conductor %(host)s builds no hash tree '
-                  '([container]rootfs_verity is %(verity)s, '
-                  '[container]rootfs_format is %(fmt)s; stream needs '
-                  'rootfs_verity = true and erofs or squashfs)') % {
-                    'where': image_properties.where(node, protocol.II_ROOTFS),
-                    'host': CONF.host,
-                    'verity': CONF.container.rootfs_verity,
-                    'fmt': CONF.container.rootfs_format})
-        task.driver.boot.validate(task)
-        boot_files.validate(task)
-        rootfs.check_known_size(node, container)
-        tuning.requested(node)
-        tuning.check_confined(node, container)
-        tuning.check_templates(task)
-        deploy_info.noise_probe_args(node)
-        deploy_utils.validate_capabilities(node)
+        deploy_checks.validate(task)
 
     def prepare(self, task):
         """Power off and put the node on the provisioning network, as
@@ -196,6 +166,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             task.driver.network.add_provisioning_network(task)
 
     @base.deploy_step(priority=100)
+    @_one_report_write
     def deploy(self, task):
         """Resolve the image, boot the agent, build the rootfs meanwhile.
 
@@ -204,7 +175,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         """
         node = task.node
         image_properties.snapshot(task)
-        container = deploy_info.parse(node)
+        container = deploy_info.for_task(task)
         run_close.end_previous(task)
         report = run_report.new(node, container)
         images = boot_files.boot_images(task)
@@ -291,6 +262,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                 time.time())
 
     @base.deploy_step(priority=85, argsinfo=TUNABLES_ARGSINFO)
+    @_one_report_write
     def bmc_apply_tunables(self, task, tunables=None):
         """Have the agent apply (and read back) the kernel tunables.
 
@@ -311,6 +283,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         return self._execute_in_band(task, args)
 
     @base.deploy_step(priority=80)
+    @_one_report_write
     def bmc_stage_rootfs(self, task):
         """Have the agent stage the rootfs artifact in RAM."""
         self._agent_up(task)
@@ -341,6 +314,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         return self._execute_in_band(task, args)
 
     @base.deploy_step(priority=70)
+    @_one_report_write
     def bmc_start_workload(self, task):
         """Have the agent start the workload in the staged root."""
         node = task.node
@@ -354,6 +328,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         return self._execute_in_band(task, info['workload_args'])
 
     @base.deploy_step(priority=10)
+    @_one_report_write
     def bmc_record_start(self, task):
         """The workload runs: the node becomes ACTIVE."""
         node = task.node
@@ -409,6 +384,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                 and rootfs_build.builder_gone(task)):
             rootfs_build.restart(task)
 
+    @_one_report_write
     def heartbeat(self, task, callback_url, agent_version, *args,
                   **kwargs):
         """A heartbeat; from the agent next to a running workload, it
@@ -451,6 +427,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
 
     # --- tear down (see run_close) -----------------------------------------
 
+    @_one_report_write
     def tear_down(self, task):
         """Power off and unconfigure networks; the run is closed already
         (by clean_up) unless another caller skipped it."""
@@ -459,6 +436,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         energy.stop(task.node)
         return result
 
+    @_one_report_write
     def clean_up(self, task):
         """Close the run, remove staged files, release the cache entry."""
         node = task.node
@@ -474,6 +452,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         task.driver.network.remove_provisioning_network(task)
         node.save()
 
+    @_one_report_write
     def take_over(self, task):
         """This conductor takes over an ACTIVE node from another one.
 

@@ -197,6 +197,13 @@ def _pooled_check(context, node_uuid):
 
 
 def check(task):
+    """One poll of a running node's workload (shared lock held); the run
+    report's file is written once, whatever the poll records."""
+    with run_report.batch(task.node):
+        _check(task)
+
+
+def _check(task):
     """One poll of a running node's workload (shared lock held).
 
     The agent is told that its heartbeats are accepted again: it sends
