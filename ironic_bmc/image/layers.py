@@ -32,25 +32,29 @@ the lower layers, ``.wh..wh..opq`` removes everything the lower layers put
 in its directory.  Directory modes and mtimes are applied at the end
 (deepest first) so that read-only directories can still be filled.
 
+Every operation on a path of the tree is a method of :class:`LayerApplier`
+(about 400 lines): the safety argument above is read in one place.
+Reading the layer (decompression, bounded tar headers, the limits) is in
+:mod:`.layer_stream`.
+
 Ownership and device nodes are applied when running as root.  Otherwise
 they are recorded in :attr:`TreeInfo.owners` and :attr:`TreeInfo.devices`
 for the artifact builder (squashfs pseudo files, tar headers).
 """
 
 import collections
-import dataclasses
 import errno
 import fnmatch
 import gzip
 import os
 import shutil
 import stat
-import subprocess
 import tarfile
 
 from oslo_log import log
 
 from ironic_bmc.image import exceptions as exc
+from ironic_bmc.image import layer_stream
 
 LOG = log.getLogger(__name__)
 
@@ -65,113 +69,15 @@ _FILE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 WHITEOUT_PREFIX = '.wh.'
 OPAQUE_MARKER = '.wh..wh..opq'
 
-#: A device node that could not be created (not running as root).
-Device = collections.namedtuple(
-    'Device', ['kind', 'mode', 'uid', 'gid', 'major', 'minor', 'mtime'])
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """Bounds on what a layer may make the conductor do.
-
-    Images come from whoever deploys; these hold whatever the image is.
-    """
-
-    #: Bytes of file content of the whole tree (None: unbounded).
-    max_size: int = None
-    #: Tar entries per layer.
-    max_entries: int = 1000000
-    #: Bytes of one PAX extended or GNU long-name/long-link header: Python's
-    #: tarfile reads such a header into memory whole.
-    max_header_bytes: int = 1024 * 1024
-    #: Extended attributes kept (shell-style patterns); others are dropped.
-    allowed_xattrs: tuple = ('user.*', 'security.capability')
-
-
-_LONG_HEADERS = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK,
-                 tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
-
-
-class _HeaderTooLarge(Exception):
-    pass
-
-
-def _bounded_tarinfo(max_header_bytes):
-    """A TarInfo class that refuses long headers above the bound before
-    tarfile reads them into memory."""
-
-    class BoundedTarInfo(tarfile.TarInfo):
-        def _proc_member(self, tarfile_):
-            if self.type in _LONG_HEADERS and self.size > max_header_bytes:
-                raise _HeaderTooLarge(
-                    f'has a {self.size}-byte extended header (more than '
-                    f'{max_header_bytes})')
-            return super()._proc_member(tarfile_)
-
-    return BoundedTarInfo
-
-
-class TreeInfo:
-    """What the applier learnt about the tree."""
-
-    def __init__(self):
-        #: Bytes of regular file content of the final tree (hard links
-        #: counted once); while applying: bytes written so far.
-        self.unpacked_size = 0
-        #: Entries created (files, dirs, links, devices).
-        self.entries = 0
-        #: relpath -> (uid, gid, mode) not applied to the tree (non-root).
-        self.owners = {}
-        #: relpath -> Device not created in the tree (non-root).
-        self.devices = {}
-
-
-def open_stream(path):
-    """Open a verified layer blob as a decompressed byte stream.
-
-    gzip, zstd (through the ``zstd`` binary) and plain tar are recognised
-    by their magic bytes.
-
-    :returns: (stream, close_callable); close returns an error string or
-        None.
-    """
-    with open(path, 'rb') as f:
-        magic = f.read(4)
-    if magic[:2] == b'\x1f\x8b':
-        stream = gzip.open(path, 'rb')  # noqa: SIM115
-        return stream, lambda: stream.close()
-    if magic == b'\x28\xb5\x2f\xfd':
-        # argv list, no shell; zstd from PATH as every tool here.
-        proc = subprocess.Popen(['zstd', '-dcq', '--', path],  # noqa: S603, S607
-                                stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-
-        def _close():
-            proc.stdout.close()
-            err = proc.stderr.read().decode(errors='replace')
-            proc.stderr.close()
-            if proc.wait() != 0:
-                return f'zstd failed: {err.strip()}'
-        return proc.stdout, _close
-    stream = open(path, 'rb')  # noqa: SIM115
-    return stream, lambda: stream.close()
-
-
-def tree_size(root):
-    """Bytes of regular files under root, hard links counted once."""
-    total = 0
-    seen = set()
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            st = os.lstat(os.path.join(dirpath, name))
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            if st.st_nlink > 1:
-                if st.st_ino in seen:
-                    continue
-                seen.add(st.st_ino)
-            total += st.st_size
-    return total
+#: (Reading a layer, its limits and what the applier learns:
+#: layer_stream.)
+Device = layer_stream.Device
+Limits = layer_stream.Limits
+TreeInfo = layer_stream.TreeInfo
+open_stream = layer_stream.open_stream
+tree_size = layer_stream.tree_size
+_bounded_tarinfo = layer_stream.bounded_tarinfo
+_HeaderTooLarge = layer_stream.HeaderTooLarge
 
 
 class LayerApplier:
