@@ -95,6 +95,24 @@ def _client(task, timeout):
         return task.bmc_agent_client
 
 
+def wait_for_lock(task, seconds):
+    """Upgrade the task's lock, trying for ``seconds`` (if it stays
+    shared, Ironic's heartbeat logs it and skips it).
+
+    Each try is a round of Ironic's own retries
+    ([conductor]node_locked_retry_attempts x _interval), and the rounds
+    are as far apart as those.
+    """
+    try:
+        tenacity.retry(
+            retry=tenacity.retry_if_exception_type(exception.NodeLocked),
+            stop=tenacity.stop_after_delay(seconds),
+            wait=tenacity.wait_fixed(CONF.conductor.node_locked_retry_interval),
+            reraise=True)(task.upgrade_lock)(purpose='heartbeat', retry=True)
+    except exception.NodeLocked:
+        pass
+
+
 def bound_ironic_client(task):
     """Have Ironic's own calls to the node's agent in this task (the
     heartbeat's command status, the in-band deploy steps it runs) read

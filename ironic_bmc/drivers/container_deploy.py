@@ -44,7 +44,6 @@ from ironic.drivers import base
 from ironic.drivers.modules import agent_base
 from ironic.drivers.modules import deploy_utils
 from oslo_log import log
-import tenacity
 
 from ironic_bmc import deploy_info
 from ironic_bmc import image_properties
@@ -85,24 +84,6 @@ def _stream_cache(node, container):
     return deploy_info.stream_cache_bytes(
         node, container.stream_cache,
         image_properties.where(node, protocol.II_STREAM_CACHE))
-
-
-def _wait_for_lock(task, seconds):
-    """Upgrade the task's lock, trying for ``seconds`` (if it stays
-    shared, Ironic's heartbeat logs it and skips it).
-
-    Each try is a round of Ironic's own retries
-    ([conductor]node_locked_retry_attempts x _interval), and the rounds
-    are as far apart as those.
-    """
-    try:
-        tenacity.retry(
-            retry=tenacity.retry_if_exception_type(exception.NodeLocked),
-            stop=tenacity.stop_after_delay(seconds),
-            wait=tenacity.wait_fixed(CONF.conductor.node_locked_retry_interval),
-            reraise=True)(task.upgrade_lock)(purpose='heartbeat', retry=True)
-    except exception.NodeLocked:
-        pass
 
 
 def _one_report_write(method):
@@ -391,23 +372,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         means the workload ended (see workload_watch): look now."""
         node = task.node
         if node.provision_state == states.ACTIVE and run_report.get(node):
-            if workload_watch.watched(node):
-                LOG.info('The agent of node %s heartbeats: its workload '
-                         'ended; reading it now', node.uuid)
-                try:
-                    workload_watch.check(task)
-                except exception.NodeLocked as exc:
-                    # E.g. a dead conductor's lock, until its take-over
-                    # clears it: not the run's error.  The periodic watch
-                    # reads the workload once the node is free.
-                    LOG.info('Node %(node)s is locked; its workload is '
-                             'read by the periodic watch: %(err)s',
-                             {'node': node.uuid, 'err': exc})
-            else:
-                LOG.debug('Heartbeat from node %(node)s, whose workload is '
-                          'not watched (run %(state)s); nothing to do',
-                          {'node': node.uuid, 'state': run_report.get(
-                              node).get('state')})
+            workload_watch.on_heartbeat(task)
             return
         if (node.provision_state in (states.DEPLOYING, states.DEPLOYWAIT)
                 and task.shared):
@@ -418,7 +383,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             # a heartbeat on a locked node, and the deploy would then wait
             # for the agent's next one (IPA: 90-180 s later).  Wait for
             # the lock instead; the heartbeat runs in a worker of its own.
-            _wait_for_lock(task, CONF.container.heartbeat_lock_wait)
+            agent_calls.wait_for_lock(task, CONF.container.heartbeat_lock_wait)
         # What Ironic reads of the agent now (the steps' results) is
         # bounded as our own calls are.
         agent_calls.bound_ironic_client(task)
@@ -454,31 +419,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
 
     @_one_report_write
     def take_over(self, task):
-        """This conductor takes over an ACTIVE node from another one.
-
-        What the run needs from its conductor moves here: the iPXE script
-        and boot files (as Ironic's PXE boot re-creates them on
-        take-over) and the BMC power sampling.  The previous conductor's
-        samples are lost; the report says from when its energy counts.
-        """
-        node = task.node
-        report = run_report.get(node)
-        if not report or report.get('state') not in ('running', 'exited'):
-            return
-        info = node.driver_internal_info.get(DEPLOY_KEY) or {}
-        boot_files.prepare(task, deploy_utils.build_agent_options(node),
-                           extra_kernel_args=info.get('kernel_args') or ())
-        fields = {'takeovers': list(report.get('takeovers') or []) + [
-            {'conductor': CONF.host, 'time': time.time()}]}
-        if report.get('state') == 'running':
-            unavailable = energy.start(node)
-            if unavailable:
-                fields['energy'] = unavailable
-        run_report.update(node, report, **fields)
-        LOG.info('Took over container node %(node)s (run %(run)s, %(state)s)',
-                 {'node': node.uuid, 'run': report.get('deploy_id'),
-                  'state': report.get('state')})
-        node.save()
+        """This conductor takes over an ACTIVE node (local_state)."""
+        local_state.take_over(task)
 
     @periodics.periodic(
         spacing=lambda: CONF.container.local_state_sweep_interval,

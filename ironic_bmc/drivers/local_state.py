@@ -27,17 +27,20 @@ conductor's are replaced at the node's next deploy here.
 
 import os
 import shutil
+import time
 
 from ironic.common import exception
 from ironic.common import states
 from ironic.conductor import task_manager
 from ironic.conf import CONF
+from ironic.drivers.modules import deploy_utils
 from oslo_log import log
 
 from bmc_common import protocol
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import rootfs
+from ironic_bmc.drivers import step_hooks
 from ironic_bmc.power import sampler
 from ironic_bmc import report as run_report
 
@@ -146,3 +149,31 @@ def sweep(context, conductor_id):
                  'conductor held for node %s: it is not deploying or '
                  'active here', node_uuid)
     return released
+
+
+def take_over(task):
+    """This conductor takes over an ACTIVE node from another one.
+
+    What the run needs from its conductor moves here: the iPXE script
+    and boot files (as Ironic's PXE boot re-creates them on take-over)
+    and the BMC power sampling.  The previous conductor's samples are
+    lost; the report says from when its energy counts.
+    """
+    node = task.node
+    report = run_report.get(node)
+    if not report or report.get('state') not in ('running', 'exited'):
+        return
+    info = node.driver_internal_info.get(step_hooks.DEPLOY_KEY) or {}
+    boot_files.prepare(task, deploy_utils.build_agent_options(node),
+                       extra_kernel_args=info.get('kernel_args') or ())
+    fields = {'takeovers': list(report.get('takeovers') or []) + [
+        {'conductor': CONF.host, 'time': time.time()}]}
+    if report.get('state') == 'running':
+        unavailable = energy.start(node)
+        if unavailable:
+            fields['energy'] = unavailable
+    run_report.update(node, report, **fields)
+    LOG.info('Took over container node %(node)s (run %(run)s, %(state)s)',
+             {'node': node.uuid, 'run': report.get('deploy_id'),
+              'state': report.get('state')})
+    node.save()

@@ -90,6 +90,29 @@ def watched(node):
             and running(node))
 
 
+def on_heartbeat(task):
+    """A heartbeat of the agent next to a running workload: it means the
+    workload ended (the agent heartbeats again only then): look now."""
+    node = task.node
+    if watched(node):
+        LOG.info('The agent of node %s heartbeats: its workload '
+                 'ended; reading it now', node.uuid)
+        try:
+            check(task)
+        except exception.NodeLocked as exc:
+            # E.g. a dead conductor's lock, until its take-over
+            # clears it: not the run's error.  The periodic watch
+            # reads the workload once the node is free.
+            LOG.info('Node %(node)s is locked; its workload is '
+                     'read by the periodic watch: %(err)s',
+                     {'node': node.uuid, 'err': exc})
+    else:
+        LOG.debug('Heartbeat from node %(node)s, whose workload is '
+                  'not watched (run %(state)s); nothing to do',
+                  {'node': node.uuid, 'state': run_report.get(
+                      node).get('state')})
+
+
 #: How long after the deploy's last step the first check may wait for
 #: the deploy to end (Ironic's own bookkeeping after the last step).
 ARM_WITHIN = 60
