@@ -36,22 +36,26 @@ and any other address is refused.
 """
 
 import collections
-import hashlib
 import os
 import random
 import ssl
 import tempfile
 import threading
 import time
-import urllib.parse
 import uuid as uuidlib
 
 import requests
 import tenacity
 
 from bmc_common import protocol
-from bmc_lab import settings as lab_settings
 from bmc_lab import sim_agent_http
+from bmc_lab import sim_agent_steps
+
+#: (The steps' side: sim_agent_steps.)
+StepFailed = sim_agent_steps.StepFailed
+loopback_url = sim_agent_steps.loopback_url
+OUTPUT = sim_agent_steps.OUTPUT
+HUGE_BYTES = sim_agent_steps.HUGE_BYTES
 
 AGENT_VERSION = '13.0.0'
 MANAGER = 'BmcContainerHardwareManager'
@@ -62,12 +66,10 @@ STEPS = (protocol.STEP_STAGE_ROOTFS, protocol.STEP_START_WORKLOAD,
          protocol.STEP_WORKLOAD_STATUS, protocol.STEP_STOP_WORKLOAD,
          protocol.STEP_COLLECT_OUTPUT, protocol.STEP_QUIET_AGENT,
          protocol.STEP_APPLY_TUNABLES, protocol.STEP_NOISE_PROBE)
-OUTPUT = b'simulated workload output\n'
 #: Headers of the simulated machines' and the benchmark's raw API calls.
 API_HEADERS = {'X-OpenStack-Ironic-API-Version': 'latest'}
 #: Seconds IPA keeps trying its lookup (ipa-lookup-timeout's default).
 LOOKUP_TIMEOUT = 300
-_LOOPBACK = ('127.0.0.1', 'localhost', '::1')
 #: Provision states in which a powered-on machine stays up.
 _ALIVE = ('deploying', 'wait call-back', 'active')
 #: What a node whose workload replaced its agent may send once the
@@ -77,26 +79,6 @@ _ALIVE = ('deploying', 'wait call-back', 'active')
 #: types: the status has an exit code of the wrong type;
 #: unasked: the collect returns a result file the run did not ask for.
 HOSTILE = ('bomb', 'huge', 'types', 'unasked')
-HUGE_BYTES = 60 * 1024 * 1024
-
-
-class StepFailed(Exception):
-    """A step the simulated agent refuses, with IPA's error type."""
-
-
-def loopback_url(url, http_port):
-    """``url`` as the host reaches it: the guests' view of the host
-    becomes 127.0.0.1 (the HTTP root's port); anything not on loopback is
-    refused, never fetched."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname
-    if host == lab_settings.GUEST_HOST_ADDRESS:
-        netloc = '127.0.0.1:%d' % (parts.port or http_port)
-        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-    if host not in _LOOPBACK:
-        raise StepFailed('refusing to fetch %s: the simulated agents only '
-                         'reach loopback' % url)
-    return url
 
 
 def _step_name(record):
@@ -135,7 +117,7 @@ class Node:
             return self.generation
 
 
-class SimAgents:
+class SimAgents(sim_agent_steps.ContainerSteps):
     """The simulated agents of every fake node behind one API server."""
 
     def __init__(self, api_url, http_port, port, job_seconds=5.0,
@@ -416,114 +398,3 @@ class SimAgents:
                 protocol.STEP_WORKLOAD_STATUS):
             # IPA heartbeats as soon as a command ends.
             self.heartbeat(node)
-
-    # -- the container steps -------------------------------------------------
-
-    def _step_bmc_apply_tunables(self, node, args):
-        return {'tunables': {}}
-
-    def _step_bmc_stage_rootfs(self, node, args):
-        if args.get('rootfs', protocol.ROOTFS_RAMFS) != protocol.ROOTFS_RAMFS:
-            raise StepFailed('only the ramfs rootfs mode is simulated, not '
-                             '%s' % args.get('rootfs'))
-        start = time.time()
-        digest = hashlib.sha256()
-        size = 0
-        with requests.get(loopback_url(args['url'], self.http_port),
-                          stream=True, timeout=120) as resp:
-            resp.raise_for_status()
-            for chunk in resp.iter_content(1 << 20):
-                digest.update(chunk)
-                size += len(chunk)
-        self.count('artifact_bytes', size)
-        if args.get('digest') and args['digest'] != (
-                'sha256:' + digest.hexdigest()):
-            raise StepFailed('digest mismatch: expected %s, got sha256:%s'
-                             % (args['digest'], digest.hexdigest()))
-        end = time.time()
-        return {'root': '/sim/%s' % node.uuid, 'rootfs': args.get('rootfs'),
-                'bytes': size, 'verify': 'sha256',
-                'timings': {'download': round(end - start, 3), 'mount': 0.0},
-                'stages': [protocol.stage(protocol.STAGE_ROOTFS_STAGED,
-                                          start, end)]}
-
-    def _step_bmc_start_workload(self, node, args):
-        started = time.time()
-        with node.lock:
-            node.workload = {'started': started, 'ended': None,
-                             'exit_code': None, 'mode': args.get('mode')}
-        if args.get('mode') == protocol.MODE_JOB:
-            timer = threading.Timer(self.job_seconds, self._exit,
-                                    args=(node, node.workload, 0))
-            timer.daemon = True
-            timer.start()
-        return {'pid': 4242, 'container_pid': 4243, 'started': started}
-
-    def _exit(self, node, workload, code, stop=None):
-        with node.lock:
-            if workload is not node.workload or workload['ended']:
-                return
-            workload.update(ended=time.time(), exit_code=code)
-            if stop:
-                workload['stop'] = stop
-            notify = node.notify_exit and not stop
-        if notify:
-            self.count('exit_heartbeats')
-            self.heartbeat(node)
-
-    def _status(self, node):
-        with node.lock:
-            w = node.workload
-            if not w:
-                return {'state': 'absent', 'exit_code': None,
-                        'output_tail': '', 'stages': []}
-            stages = [protocol.stage(protocol.STAGE_WORKLOAD_STARTED,
-                                     w['started'], w['started'])]
-            if w['ended']:
-                stages.append(protocol.stage(protocol.STAGE_WORKLOAD_EXITED,
-                                             w['started'], w['ended']))
-            status = {'state': 'exited' if w['ended'] else 'running',
-                      'exit_code': w['exit_code'], 'mode': w['mode'],
-                      'output_tail': OUTPUT.decode(), 'stages': stages,
-                      'output': {'bytes': len(OUTPUT), 'dropped': 0},
-                      'pid': 4242}
-            if w.get('stop'):
-                status['stop'] = w['stop']
-            return status
-
-    def _step_bmc_workload_status(self, node, args):
-        if args.get('notify_exit'):
-            node.notify_exit = True
-        status = self._status(node)
-        if node.hostile == 'huge':
-            status['output_tail'] = 'x' * HUGE_BYTES
-        elif node.hostile == 'types' and status['state'] == 'exited':
-            status['exit_code'] = '0; trust me'
-        return status
-
-    def _step_bmc_stop_workload(self, node, args):
-        reason = args.get('reason', protocol.STOP_REQUEST)
-        stop = {'reason': reason, 'signal': 'SIGTERM', 'grace':
-                args.get('grace'), 'killed': False, 'seconds': 0.0,
-                'requested': time.time()}
-        self._exit(node, node.workload, 143, stop=stop)
-        return self._status(node)
-
-    def _step_bmc_quiet_agent(self, node, args):
-        node.heartbeats = False
-        return {'heartbeats': 'stopped'}
-
-    def _step_bmc_collect_output(self, node, args):
-        if not node.workload or not node.workload['ended']:
-            raise StepFailed('the workload has not exited')
-        output = OUTPUT
-        if node.hostile == 'bomb':
-            output = b'\0' * (64 * 1024 * 1024)
-        results = {p: {'error': 'not simulated'}
-                   for p in args.get('results') or ()}
-        if node.hostile == 'unasked':
-            results['/etc/shadow'] = {'data': protocol.pack(b'root:x:\n')}
-        return {'output': {'data': protocol.pack(output), 'kept': True,
-                           'bytes': len(output), 'dropped': 0,
-                           'finished': True},
-                'results': results}
