@@ -27,6 +27,8 @@ import time
 import pytest
 
 from bmc_lab import nfs_probe
+from bmc_lab import services
+from ironic_bmc.nfs import ganesha as exports_file
 
 GANESHA = '/usr/bin/ganesha.nfsd'
 
@@ -37,47 +39,6 @@ pytestmark = pytest.mark.skipif(
 ALLOWED = '127.0.0.1'
 OTHER = '127.0.0.2'
 THIRD = '127.0.0.3'
-
-# As bmc_lab.services.GANESHA_CONF.
-CONF = """\
-NFS_CORE_PARAM {{
-    NFS_Port = {port};
-    Bind_addr = 127.0.0.1;
-    Protocols = 4;
-    Enable_NLM = false;
-    Enable_RQUOTA = false;
-}}
-NFSV4 {{
-    Graceless = true;
-    RecoveryRoot = "{recovery}";
-}}
-NFS_KRB5 {{
-    Active_krb5 = false;
-}}
-{exports}
-"""
-
-# As ironic_bmc.nfs.ganesha.EXPORT (not imported: it needs Ironic).
-EXPORT = """\
-EXPORT {{
-    Export_Id = {id};
-    Path = "{path}";
-    Pseudo = "{pseudo}";
-    Protocols = 4;
-    Transports = TCP;
-    SecType = sys;
-    Squash = Root_Squash;
-    Access_Type = None;
-    CLIENT {{
-        Clients = {clients};
-        Access_Type = RO;
-    }}
-    FSAL {{
-        Name = VFS;
-    }}
-}}
-"""
-
 
 def _free_port():
     with socket.socket() as sock:
@@ -90,20 +51,22 @@ def ganesha(tmp_path_factory):
     """A private ganesha: /bmc/key1 for 127.0.0.1, /bmc/key2 for
     127.0.0.3 only; its port."""
     tmp = tmp_path_factory.mktemp('ganesha')
-    exports = []
+    wanted = {}
     for n, client in ((1, ALLOWED), (2, THIRD)):
         tree = tmp / ('tree%d' % n)
         (tree / 'etc').mkdir(parents=True)
         (tree / 'etc' / 'hostname').write_text('key%d\n' % n)
         os.chmod(tree, 0o755)
-        exports.append(EXPORT.format(id=1000 + n, path=tree,
-                                     pseudo='/bmc/key%d' % n,
-                                     clients=client))
+        wanted['key%d' % n] = (str(tree), [client])
+    # The product's own export blocks and the lab's server configuration.
+    exports = tmp / 'exports.conf'
+    table = exports_file.ExportTable(str(exports), str(tmp / 'ganesha.pid'))
+    exports.write_text(table.render(wanted, {'key1': 1001, 'key2': 1002}))
     (tmp / 'recovery').mkdir()
     port = _free_port()
     conf = tmp / 'ganesha.conf'
-    conf.write_text(CONF.format(port=port, recovery=tmp / 'recovery',
-                                exports='\n'.join(exports)))
+    conf.write_text(services.GANESHA_CONF.format(
+        port=port, recovery=tmp / 'recovery', exports=exports))
     log = tmp / 'ganesha.log'
     proc = subprocess.Popen(
         [GANESHA, '-F', '-f', str(conf), '-L', str(log),
