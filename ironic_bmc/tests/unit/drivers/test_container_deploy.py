@@ -13,6 +13,7 @@
 """The container deploy interface, on Ironic's own DB test fixtures."""
 
 import base64
+import contextlib
 import gzip
 import inspect
 import os
@@ -1017,16 +1018,25 @@ class WatchPoolTestCase(ContainerDeployTestCase):
             polled.append(task.node.uuid)
             return {'state': 'running'}
 
+        # The pool's threads see the nodes as loaded here: the test
+        # database (SQLite in memory) is not for concurrent threads.
+        loaded = {n.uuid: objects.Node.get_by_uuid(self.context, n.uuid)
+                  for n in self.nodes}
+
+        @contextlib.contextmanager
+        def acquire(context, node_id, shared=False, purpose=None):
+            yield types.SimpleNamespace(node=loaded[node_id], shared=True,
+                                        context=context)
+
         watch = inspect.unwrap(
             container_deploy.ContainerDeploy._watch_workload)
         with mock.patch.object(workload_watch, '_status', autospec=True,
-                               side_effect=status):
-            futs = []
-            for node in self.nodes:
-                with task_manager.acquire(self.context, node.uuid,
-                                          shared=True) as task:
-                    futs.append(
-                        watch(task.driver.deploy, task, None, self.context))
+                               side_effect=status), \
+                mock.patch.object(workload_watch.task_manager, 'acquire',
+                                  side_effect=acquire):
+            deploy = container_deploy.ContainerDeploy()
+            futs = [watch(deploy, types.SimpleNamespace(node=node), None,
+                          self.context) for node in self.nodes]
             self.assertTrue(silent.wait(10))
             # The periodic returned at once; the other nodes were polled
             # while the first node's agent still said nothing.
@@ -1035,10 +1045,9 @@ class WatchPoolTestCase(ContainerDeployTestCase):
             self.assertEqual({n.uuid for n in self.nodes[1:]}, set(polled))
             self.assertFalse(futs[0].done())
             # Its poll is still under way: the next period skips it.
-            with task_manager.acquire(self.context, self.nodes[0].uuid,
-                                      shared=True) as task:
-                self.assertIsNone(watch(task.driver.deploy, task, None,
-                                        self.context))
+            self.assertIsNone(watch(
+                deploy, types.SimpleNamespace(node=self.nodes[0]), None,
+                self.context))
             release.set()
             futs[0].result(10)
         self.assertEqual(set(), workload_watch._in_flight)
