@@ -19,14 +19,15 @@ import importlib.util
 import os
 
 from bmc_common import protocol
+from bmc_common import reference
 
 II_CONSTANTS = {name: value for name, value in vars(protocol).items()
                 if name.startswith('II_')}
-ALL_KEYS = protocol.INSTANCE_INFO_KEYS + protocol.IMAGE_PROPERTY_KEYS
+ALL_KEYS = reference.INSTANCE_INFO_KEYS + reference.IMAGE_PROPERTY_KEYS
 
 
 def test_every_ii_constant_has_exactly_one_entry():
-    names = [k.name for k in protocol.INSTANCE_INFO_KEYS]
+    names = [k.name for k in reference.INSTANCE_INFO_KEYS]
     assert II_CONSTANTS
     for const, value in II_CONSTANTS.items():
         assert names.count(value) == 1, const
@@ -36,17 +37,17 @@ def test_keys_are_unique_and_described():
     names = [k.name for k in ALL_KEYS]
     assert len(names) == len(set(names))
     for key in ALL_KEYS:
-        assert key.who in (protocol.WHO_OPERATOR, protocol.WHO_TENANT), key
+        assert key.who in (reference.WHO_OPERATOR, reference.WHO_TENANT), key
         assert key.type and key.description.strip(), key.name
         assert key.default is None or key.default.strip(), key.name
 
 
 def test_report_fields_are_unique_and_described():
-    names = [f.name for f in protocol.REPORT_FIELDS]
+    names = [f.name for f in reference.REPORT_FIELDS]
     assert len(names) == len(set(names))
-    for field in protocol.REPORT_FIELDS:
+    for field in reference.REPORT_FIELDS:
         assert field.type and field.description.strip(), field.name
-    stages = next(f for f in protocol.REPORT_FIELDS if f.name == 'stages')
+    stages = next(f for f in reference.REPORT_FIELDS if f.name == 'stages')
     for stage in protocol.STAGES:
         assert '``%s``' % stage in stages.description
 
@@ -93,21 +94,21 @@ def test_who_matches_what_the_conductor_enforces():
     operator = set(_names(_assigned(tree, 'OPERATOR_KEYS')))
     boot = _assigned(tree, 'BOOT_IMAGE_KEYS')
     boot_props = {k.value for k in boot.keys}
-    for key in protocol.INSTANCE_INFO_KEYS:
-        if key.who == protocol.WHO_TENANT:
+    for key in reference.INSTANCE_INFO_KEYS:
+        if key.who == reference.WHO_TENANT:
             assert key.name in tenant, key.name
         else:
             assert key.name not in tenant, key.name
-    assert operator <= {k.name for k in protocol.INSTANCE_INFO_KEYS
-                        if k.who == protocol.WHO_OPERATOR}
-    assert boot_props == {k.name for k in protocol.IMAGE_PROPERTY_KEYS}
+    assert operator <= {k.name for k in reference.INSTANCE_INFO_KEYS
+                        if k.who == reference.WHO_OPERATOR}
+    assert boot_props == {k.name for k in reference.IMAGE_PROPERTY_KEYS}
 
 
 def test_every_field_the_conductor_writes_is_described():
     """The fields of a new report (ironic_bmc.report.new) and every field
     a module of the conductor sets with ``update(node, report, field=)``
     have an entry."""
-    documented = {f.name for f in protocol.REPORT_FIELDS}
+    documented = {f.name for f in reference.REPORT_FIELDS}
     written = set()
     new = next(n for n in ast.walk(_conductor_source('report.py'))
                if isinstance(n, ast.FunctionDef) and n.name == 'new')

@@ -11,7 +11,7 @@
 # under the License.
 
 """Tables of the deploy's keys and the run report's fields, generated from
-``bmc_common.protocol`` (``INSTANCE_INFO_KEYS``, ``IMAGE_PROPERTY_KEYS``,
+``bmc_common.reference`` (``INSTANCE_INFO_KEYS``, ``IMAGE_PROPERTY_KEYS``,
 ``REPORT_FIELDS``), so that the reference never drifts from the code::
 
     .. bmc-instance-info-keys::
@@ -27,11 +27,11 @@ from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
 from sphinx.util.docutils import SphinxDirective
 
-from bmc_common import protocol
+from bmc_common import reference
 
 WHO = {
-    protocol.WHO_OPERATOR: 'operator',
-    protocol.WHO_TENANT: 'operator, tenant',
+    reference.WHO_OPERATOR: 'operator',
+    reference.WHO_TENANT: 'operator, tenant',
 }
 
 
@@ -75,13 +75,13 @@ class InstanceInfoKeys(_Table):
     """The ``instance_info`` keys, optionally only those of one party."""
 
     option_spec = {'who': lambda arg: directives.choice(
-        arg, (protocol.WHO_OPERATOR, protocol.WHO_TENANT))}
+        arg, (reference.WHO_OPERATOR, reference.WHO_TENANT))}
     header = ('Key', 'Set by', 'Value', 'Meaning')
     widths = '28 11 19 42'
 
     def rows(self):
         who = self.options.get('who')
-        return _key_rows(k for k in protocol.INSTANCE_INFO_KEYS
+        return _key_rows(k for k in reference.INSTANCE_INFO_KEYS
                          if who in (None, k.who))
 
 
@@ -92,7 +92,7 @@ class ImagePropertyKeys(_Table):
     widths = InstanceInfoKeys.widths
 
     def rows(self):
-        return _key_rows(protocol.IMAGE_PROPERTY_KEYS)
+        return _key_rows(reference.IMAGE_PROPERTY_KEYS)
 
 
 class ReportFields(_Table):
@@ -102,7 +102,7 @@ class ReportFields(_Table):
     widths = '20 14 66'
 
     def rows(self):
-        for field in protocol.REPORT_FIELDS:
+        for field in reference.REPORT_FIELDS:
             yield '``%s``' % field.name, field.type, field.description
 
 
