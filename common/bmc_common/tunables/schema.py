@@ -39,134 +39,22 @@ Standard library only: the agent ramdisk imports this module.
 import difflib
 import re
 
-PREFIX = 'container_tunables'
+from bmc_common.tunables import cpulist
 
-#: Largest CPU number accepted (the kernel's NR_CPUS maximum).
-MAX_CPU = 8191
-LAST = 'N'
-
-
-class TunableError(ValueError):
-    """A knob or profile is not acceptable; the message names it."""
-
-
-def _fail(name, message):
-    raise TunableError('%s/%s: %s' % (PREFIX, name, message))
-
-
-# --- CPU lists and masks -----------------------------------------------------
-
-def _merge(ranges):
-    """Sort and merge (first, last) ranges; last None means up to N."""
-    big = MAX_CPU + 1
-    out = []
-    for lo, hi in sorted(ranges, key=lambda r: r[0]):
-        top = big if hi is None else hi
-        if out:
-            plo, phi = out[-1]
-            ptop = big if phi is None else phi
-            if lo <= ptop + 1:
-                if top > ptop:
-                    out[-1] = (plo, hi)
-                continue
-        out.append((lo, hi))
-    return tuple(out)
-
-
-def parse_cpulist(value, name='cpulist'):
-    """Parse ``0-3,6,8-N`` into merged ``(first, last)`` ranges.
-
-    A list of integers is accepted too.  ``last`` is None for ``-N``.
-    """
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if isinstance(value, (list, tuple, set, frozenset)):
-        if not value or not all(isinstance(c, int)
-                                and not isinstance(c, bool) for c in value):
-            _fail(name, 'expected a non-empty list of CPU numbers, got %r'
-                  % (value,))
-        value = ','.join(str(c) for c in value)
-    if not isinstance(value, str) or not value.strip():
-        _fail(name, "expected a CPU list such as '0-3,6', got %r" % (value,))
-    ranges = []
-    for part in value.replace(' ', '').split(','):
-        lo, sep, hi = part.partition('-')
-        if not lo.isdigit() or (sep and not (hi.isdigit() or hi == LAST)):
-            _fail(name, "%r is not a CPU list such as '0-3,6' or '1-N'"
-                  % value)
-        lo = int(lo)
-        if not sep:
-            hi = lo
-        elif hi == LAST:
-            hi = None
-        else:
-            hi = int(hi)
-            if hi < lo:
-                _fail(name, '%r: range %s goes backwards' % (value, part))
-        if lo > MAX_CPU or (hi is not None and hi > MAX_CPU):
-            _fail(name, '%r: CPU numbers go up to %d' % (value, MAX_CPU))
-        ranges.append((lo, hi))
-    return _merge(ranges)
-
-
-def format_cpulist(ranges):
-    """The canonical text of parsed ranges (or of a set of CPUs)."""
-    if isinstance(ranges, (set, frozenset, list)):
-        ranges = _merge((c, c) for c in ranges)
-    parts = []
-    for lo, hi in ranges:
-        if hi is None:
-            parts.append('%d-%s' % (lo, LAST))
-        elif lo == hi:
-            parts.append(str(lo))
-        else:
-            parts.append('%d-%d' % (lo, hi))
-    return ','.join(parts)
-
-
-def expand_cpulist(value, last):
-    """The set of CPUs of a CPU list; ``N`` stands for ``last``."""
-    ranges = value if isinstance(value, tuple) else parse_cpulist(value)
-    cpus = set()
-    for lo, hi in ranges:
-        cpus.update(range(lo, (last if hi is None else hi) + 1))
-    return cpus
-
-
-def cpulists_overlap(a, b):
-    big = MAX_CPU + 1
-    for alo, ahi in parse_cpulist(a):
-        for blo, bhi in parse_cpulist(b):
-            atop = big if ahi is None else ahi
-            btop = big if bhi is None else bhi
-            if alo <= btop and blo <= atop:
-                return True
-    return False
-
-
-def cpus_to_mask(cpus):
-    """Hex CPU mask in the kernel's format (32-bit groups, commas)."""
-    bits = 0
-    for cpu in cpus:
-        bits |= 1 << cpu
-    text = '%x' % bits
-    groups = []
-    while text:
-        groups.insert(0, text[-8:].rjust(8, '0'))
-        text = text[:-8]
-    return ','.join(groups)
-
-
-def mask_to_cpus(mask):
-    """The set of CPUs of a hex mask (``0f``, ``ff,ffffffff``, ``0x3``)."""
-    text = mask.strip().lower()
-    if text.startswith('0x'):
-        text = text[2:]
-    text = text.replace(',', '')
-    if not text or not re.fullmatch('[0-9a-f]+', text):
-        raise ValueError('%r is not a hex CPU mask' % mask)
-    bits = int(text, 16)
-    return {i for i in range(bits.bit_length()) if bits >> i & 1}
+#: (What the knobs' values are made of, CPU lists and masks, and the
+#: error every check raises: cpulist.)
+PREFIX = cpulist.PREFIX
+MAX_CPU = cpulist.MAX_CPU
+LAST = cpulist.LAST
+TunableError = cpulist.TunableError
+_fail = cpulist.fail
+_merge = cpulist.merge
+parse_cpulist = cpulist.parse_cpulist
+format_cpulist = cpulist.format_cpulist
+expand_cpulist = cpulist.expand_cpulist
+cpulists_overlap = cpulist.cpulists_overlap
+cpus_to_mask = cpulist.cpus_to_mask
+mask_to_cpus = cpulist.mask_to_cpus
 
 
 # --- value checkers: (name, value) -> normalised value -------------------
