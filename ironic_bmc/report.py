@@ -20,6 +20,8 @@ once, at the end; outside one, at every change.
 """
 
 import contextlib
+import functools
+import inspect
 import json
 import os
 import threading
@@ -89,6 +91,20 @@ def batch(node):
         if outer:
             for report in batches.pop(node.uuid).values():
                 _write(report)
+
+
+def written_once(func):
+    """Decorate a step, a step hook or a handler: the run report's file is
+    written once per call, however many fields it records (its argument
+    named ``task`` holds the node)."""
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        task = signature.bind(*args, **kwargs).arguments['task']
+        with batch(task.node):
+            return func(*args, **kwargs)
+    return wrapper
 
 
 def update(node, report, **fields):

@@ -31,7 +31,6 @@ for the workload's state.  In ``job`` mode the workload's exit ends the
 run: exit code and output are recorded and the node is powered off.
 """
 
-import functools
 import time
 
 from ironic.common import exception
@@ -86,16 +85,6 @@ def _stream_cache(node, container):
         image_properties.where(node, protocol.II_STREAM_CACHE))
 
 
-def _one_report_write(method):
-    """Each call (a step, a heartbeat, a tear-down) writes the run
-    report's file once, whatever it records (report.batch)."""
-    @functools.wraps(method)
-    def wrapper(self, task, *args, **kwargs):
-        with run_report.batch(task.node):
-            return method(self, task, *args, **kwargs)
-    return wrapper
-
-
 class ContainerDeploy(service_steps.ServiceStepsMixin,
                       agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
                       base.DeployInterface):
@@ -147,7 +136,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             task.driver.network.add_provisioning_network(task)
 
     @base.deploy_step(priority=100)
-    @_one_report_write
+    @run_report.written_once
     def deploy(self, task):
         """Resolve the image, boot the agent, build the rootfs meanwhile.
 
@@ -243,7 +232,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                 time.time())
 
     @base.deploy_step(priority=85, argsinfo=TUNABLES_ARGSINFO)
-    @_one_report_write
+    @run_report.written_once
     def bmc_apply_tunables(self, task, tunables=None):
         """Have the agent apply (and read back) the kernel tunables.
 
@@ -264,7 +253,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         return self._execute_in_band(task, args)
 
     @base.deploy_step(priority=80)
-    @_one_report_write
+    @run_report.written_once
     def bmc_stage_rootfs(self, task):
         """Have the agent stage the rootfs artifact in RAM."""
         self._agent_up(task)
@@ -295,7 +284,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         return self._execute_in_band(task, args)
 
     @base.deploy_step(priority=70)
-    @_one_report_write
+    @run_report.written_once
     def bmc_start_workload(self, task):
         """Have the agent start the workload in the staged root."""
         node = task.node
@@ -309,7 +298,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         return self._execute_in_band(task, info['workload_args'])
 
     @base.deploy_step(priority=10)
-    @_one_report_write
+    @run_report.written_once
     def bmc_record_start(self, task):
         """The workload runs: the node becomes ACTIVE."""
         node = task.node
@@ -365,7 +354,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                 and rootfs_build.builder_gone(task)):
             rootfs_build.restart(task)
 
-    @_one_report_write
+    @run_report.written_once
     def heartbeat(self, task, callback_url, agent_version, *args,
                   **kwargs):
         """A heartbeat; from the agent next to a running workload, it
@@ -392,7 +381,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
 
     # --- tear down (see run_close) -----------------------------------------
 
-    @_one_report_write
+    @run_report.written_once
     def tear_down(self, task):
         """Power off and unconfigure networks; the run is closed already
         (by clean_up) unless another caller skipped it."""
@@ -401,7 +390,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         energy.stop(task.node)
         return result
 
-    @_one_report_write
+    @run_report.written_once
     def clean_up(self, task):
         """Close the run, remove staged files, release the cache entry."""
         node = task.node
@@ -417,7 +406,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         task.driver.network.remove_provisioning_network(task)
         node.save()
 
-    @_one_report_write
+    @run_report.written_once
     def take_over(self, task):
         """This conductor takes over an ACTIVE node (local_state)."""
         local_state.take_over(task)

@@ -10,7 +10,6 @@ as the deploy resumes after a hook (or as it fails, if a hook raised):
 one database write per step less, on the path every deploy takes.
 """
 
-import functools
 import time
 
 from ironic.conf import CONF
@@ -24,15 +23,6 @@ from ironic_bmc import report as run_report
 
 #: driver_internal_info key of the container deploy (see container_deploy).
 DEPLOY_KEY = 'bmc_deploy'
-
-
-def _one_write(hook):
-    """The run report's file is written once per step's result."""
-    @functools.wraps(hook)
-    def wrapper(task, command):
-        with run_report.batch(task.node):
-            return hook(task, command)
-    return wrapper
 
 
 def _result(task, command):
@@ -68,7 +58,7 @@ def _boot(node, report, times):
 
 @agent_base.post_deploy_step_hook(interface='deploy',
                                   step=protocol.STEP_APPLY_TUNABLES)
-@_one_write
+@run_report.written_once
 def after_apply_tunables(task, command):
     node, report, result = _result(task, command)
     run_report.update(
@@ -78,7 +68,7 @@ def after_apply_tunables(task, command):
 
 @agent_base.post_deploy_step_hook(interface='deploy',
                                   step=protocol.STEP_STAGE_ROOTFS)
-@_one_write
+@run_report.written_once
 def after_stage_rootfs(task, command):
     node, report, result = _result(task, command)
     timings = result.get('timings') or {}
@@ -106,7 +96,7 @@ def after_stage_rootfs(task, command):
 
 @agent_base.post_deploy_step_hook(interface='deploy',
                                   step=protocol.STEP_START_WORKLOAD)
-@_one_write
+@run_report.written_once
 def after_start_workload(task, command):
     node = task.node
     result = command['command_result'].get('deploy_result') or {}

@@ -37,10 +37,10 @@ and draws no power for a run nobody watches.  It stays ACTIVE until it is
 undeployed, like a finished job.
 """
 
-from concurrent import futures
 import threading
 import time
 
+import futurist
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.common import states
@@ -171,9 +171,8 @@ def _get_pool():
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = futures.ThreadPoolExecutor(
-                max_workers=CONF.container.workload_watch_workers,
-                thread_name_prefix='bmc-workload-watch')
+            _pool = futurist.ThreadPoolExecutor(
+                max_workers=CONF.container.workload_watch_workers)
         return _pool
 
 

@@ -18,7 +18,7 @@ baseline.
 
 Ownership without root: the tree then belongs to the conductor's user and
 the owners and device nodes of the image are in a
-:class:`~ironic_bmc.image.layers.TreeInfo`.  squashfs gets them through a
+:class:`~ironic_bmc.image.layer_stream.TreeInfo`.  squashfs gets them through a
 pseudo-file definition list (``-pf``, one ``m`` line per entry:
 ``-all-root`` would override them; paths with whitespace, quotes or
 backslashes are refused there); tar through

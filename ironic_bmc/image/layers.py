@@ -69,15 +69,8 @@ _FILE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 WHITEOUT_PREFIX = '.wh.'
 OPAQUE_MARKER = '.wh..wh..opq'
 
-#: (Reading a layer, its limits and what the applier learns:
-#: layer_stream.)
-Device = layer_stream.Device
+#: The bounds a layer is held to (callers build them from here).
 Limits = layer_stream.Limits
-TreeInfo = layer_stream.TreeInfo
-open_stream = layer_stream.open_stream
-tree_size = layer_stream.tree_size
-_bounded_tarinfo = layer_stream.bounded_tarinfo
-_HeaderTooLarge = layer_stream.HeaderTooLarge
 
 
 class LayerApplier:
@@ -98,10 +91,11 @@ class LayerApplier:
         self.limits = limits or Limits()
         self.max_size = (max_size if max_size is not None
                          else self.limits.max_size)
-        self._tarinfo = _bounded_tarinfo(self.limits.max_header_bytes)
+        self._tarinfo = layer_stream.bounded_tarinfo(
+            self.limits.max_header_bytes)
         #: xattr name -> times dropped (not in limits.allowed_xattrs).
         self.dropped_xattrs = collections.Counter()
-        self.info = TreeInfo()
+        self.info = layer_stream.TreeInfo()
         self._root_fd = os.open(root, _DIR_FLAGS)
         self._dir_meta = {}
         self._layer = None
@@ -122,7 +116,7 @@ class LayerApplier:
 
     def apply_file(self, path, layer_id):
         """Apply a layer blob (gzip/zstd/plain tar) from a local file."""
-        stream, close = open_stream(path)
+        stream, close = layer_stream.open_stream(path)
         error = None
         try:
             self.apply_stream(stream, layer_id)
@@ -150,7 +144,7 @@ class LayerApplier:
                             f'{self.limits.max_entries} entries per layer')
                     self._apply_member(tar, member)
                     tar.members = []
-        except _HeaderTooLarge as e:
+        except layer_stream.HeaderTooLarge as e:
             raise exc.UnsafeLayer(layer=layer_id, path=name,
                                   reason=f'(the entry after it) {e}')
         except (tarfile.TarError, EOFError, gzip.BadGzipFile,
@@ -191,7 +185,7 @@ class LayerApplier:
             finally:
                 if pfd is not None:
                     os.close(pfd)
-        self.info.unpacked_size = tree_size(self.root)
+        self.info.unpacked_size = layer_stream.tree_size(self.root)
         return self.info
 
     def _count_entry(self):
@@ -409,7 +403,7 @@ class LayerApplier:
                 finally:
                     os.close(fd)
             else:
-                self.info.devices[relpath] = Device(
+                self.info.devices[relpath] = layer_stream.Device(
                     kind, mode, m.uid, m.gid, m.devmajor, m.devminor,
                     mtime // 10**9)
         else:

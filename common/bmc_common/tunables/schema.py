@@ -48,7 +48,6 @@ MAX_CPU = cpulist.MAX_CPU
 LAST = cpulist.LAST
 TunableError = cpulist.TunableError
 _fail = cpulist.fail
-_merge = cpulist.merge
 parse_cpulist = cpulist.parse_cpulist
 format_cpulist = cpulist.format_cpulist
 expand_cpulist = cpulist.expand_cpulist
