@@ -130,6 +130,16 @@ opts = [
                     'holds for nodes that are no longer deploying or '
                     'active on it (taken over by another conductor, '
                     'deleted); 0 disables the sweep.'),
+    cfg.BoolOpt('erase_disks_on_cleaning', default=False,
+                help='Run the agent\'s disk erase steps (erase_devices, '
+                     'erase_devices_metadata) in automated cleaning at '
+                     'their usual priorities.  A container deploy writes '
+                     'nothing to disks, so by default cleaning only boots '
+                     'the agent (which a fast-track deploy then reuses) '
+                     'and runs the steps the operator asks for.  Explicit '
+                     'priorities in [deploy]erase_devices_priority and '
+                     '[deploy]erase_devices_metadata_priority always '
+                     'apply.'),
     cfg.IntOpt('workload_poll_interval', default=10, min=1,
                help='How often (seconds) the conductor asks the agent of '
                     'an ACTIVE node whether its workload still runs.'),

@@ -332,6 +332,16 @@ _PERCENT_RE = re.compile(r'^(\d+(?:\.\d+)?)\s*%$')
 _UNITS = {'': 1, 'K': 1024, 'M': 1024 ** 2, 'G': 1024 ** 3, 'T': 1024 ** 4}
 
 
+def stream_cache_for(node, container):
+    """Bytes of the stream mode's cache bound, or None (the default)."""
+    if (container.rootfs != protocol.ROOTFS_STREAM
+            or container.stream_cache is None):
+        return None
+    return stream_cache_bytes(
+        node, container.stream_cache,
+        image_properties.where(node, protocol.II_STREAM_CACHE))
+
+
 def stream_cache_bytes(node, value, label):
     """Bytes of ``container_stream_cache``: a number of bytes, a size
     with a unit (``512M``, ``2GiB``) or a share of the node's RAM

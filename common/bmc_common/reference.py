@@ -186,6 +186,16 @@ REPORT_FIELDS = (
     ReportField('kernel_args', 'list',
                 'The kernel arguments the tunables added (boot-time '
                 'knobs).'),
+    ReportField('warm', 'boolean',
+                'True when the run reused the agent cleaning left up '
+                '(fast track): no power action, no boot.'),
+    ReportField('agent_up_for_s', 'number',
+                'Warm runs: how long the agent had been up (since cleaning '
+                'rebooted the node into it).'),
+    ReportField('cold_reason', 'string or null',
+                'Cold runs: why the node was booted rather than reused '
+                '(fast track off, no agent booted by cleaning, another '
+                'kernel or kernel arguments, ...).'),
     ReportField('artifact', 'object',
                 'The rootfs artifact: its ``format``, ``compression``, '
                 '``size`` and ``unpacked_size``, ``digest``, '

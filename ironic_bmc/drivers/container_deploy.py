@@ -36,7 +36,7 @@ import time
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.common import states
-from ironic.conductor import periodics
+from ironic.conductor import deployments
 from ironic.conductor import utils as manager_utils
 from ironic.conf import CONF
 from ironic.drivers import base
@@ -49,7 +49,9 @@ from ironic_bmc import image_properties
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import boot_report
+from ironic_bmc.drivers import cleaning
 from ironic_bmc.drivers import deploy_checks
+from ironic_bmc.drivers import deploy_periodics
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import local_state
 from ironic_bmc.drivers import rootfs
@@ -58,10 +60,10 @@ from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import service_steps
 from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import tuning
+from ironic_bmc.drivers import warm
 from ironic_bmc.drivers import workload_watch
 from bmc_common import protocol
 from ironic_bmc import report as run_report
-from ironic_bmc import run_files
 
 LOG = log.getLogger(__name__)
 
@@ -75,17 +77,9 @@ BOOT_TIMES_STEPS = (protocol.STEP_APPLY_TUNABLES, protocol.STEP_STAGE_ROOTFS)
 SUPPORTED_NETWORKS = deploy_checks.SUPPORTED_NETWORKS
 
 
-def _stream_cache(node, container):
-    """Bytes of the stream mode's cache bound, or None (the default)."""
-    if (container.rootfs != protocol.ROOTFS_STREAM
-            or container.stream_cache is None):
-        return None
-    return deploy_info.stream_cache_bytes(
-        node, container.stream_cache,
-        image_properties.where(node, protocol.II_STREAM_CACHE))
-
-
 class ContainerDeploy(service_steps.ServiceStepsMixin,
+                      cleaning.WarmCleaningMixin,
+                      deploy_periodics.DeployPeriodicsMixin,
                       agent_base.AgentBaseMixin, agent_base.HeartbeatMixin,
                       base.DeployInterface):
     """Run a container image on the whole node from a RAM root."""
@@ -123,7 +117,9 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
     def prepare(self, task):
         """Power off and put the node on the provisioning network, as
         Ironic's agent deploy does; the agent stays there next to the
-        workload, so no tenant network is ever configured."""
+        workload, so no tenant network is ever configured.  A node whose
+        agent cleaning left up (fast track, :mod:`warm`) stays on: the
+        deploy step decides whether it is reused."""
         node = task.node
         if node.provision_state == states.DEPLOYING:
             task.driver.network.validate(task)
@@ -131,7 +127,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             # its graceful stop (and its output is collected) before the
             # power goes.
             run_close.close(task)
-            manager_utils.node_power_action(task, states.POWER_OFF)
+            if not warm.may_be_warm(task):
+                manager_utils.node_power_action(task, states.POWER_OFF)
             task.driver.network.unconfigure_tenant_networks(task)
             task.driver.network.add_provisioning_network(task)
 
@@ -155,15 +152,15 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             ramdisk=images[boot_files.LABEL_RAMDISK][0],
             kernel_modules=images.get(boot_files.LABEL_MODULES,
                                       (None,))[0])
+        knobs = tuning.requested(node)
+        _runtime, kernel_args = tuning.split(knobs)
+        # (Claimed first: a deploy that fails from here on consumed it.)
+        up, cold_why = warm.claim(task, warm.boot_identity(task, kernel_args))
         t_start = time.time()
         resolved = self._resolve(task, container)
         run_report.update(node, report,
                           image_digest=resolved[0].manifest_digest)
 
-        knobs = tuning.requested(node)
-        _runtime, kernel_args = tuning.split(knobs)
-        boot_files.prepare(task, deploy_utils.build_agent_options(node),
-                           extra_kernel_args=kernel_args)
         node.set_driver_internal_info(DEPLOY_KEY, {
             'deploy_id': report['deploy_id'],
             # url, digest, format and size come with the artifact.
@@ -173,24 +170,58 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             },
             'tunables': knobs,
             'kernel_args': kernel_args,
-            'stream_cache': _stream_cache(node, container),
+            'stream_cache': deploy_info.stream_cache_for(node, container),
             'tunables_strict': container.tunables_strict,
             'results': container.results,
+            'warm': bool(up),
         })
-        t_on = time.time()
-        manager_utils.node_power_action(task, states.POWER_ON)
-        run_report.add_stage(node, report, protocol.STAGE_POWER_ON, t_on,
-                             time.time())
+        if up:
+            self._deploy_warm(task, report, up)
+        else:
+            self._boot(task, report, kernel_args, cold_why)
         unavailable = energy.start(node)
         if unavailable:
             run_report.update(node, report, energy=unavailable)
-        info = node.driver_internal_info[DEPLOY_KEY]
-        info['powered_on'] = t_on
-        node.set_driver_internal_info(DEPLOY_KEY, info)
         # Early boot: the node boots while the artifact is built (start
         # saves the node).
         rootfs_build.start(task, container, resolved, t_start)
+        if up:
+            # As Ironic's agent deploy does under fast track: the agent's
+            # steps are read now, and the next step runs in this call.
+            self.refresh_steps(task, 'deploy')
+            deployments.validate_deploy_steps(task)
+            return None
         return states.DEPLOYWAIT
+
+    def _boot(self, task, report, kernel_args, cold_why):
+        """Boot the node into the agent with the run's boot files."""
+        node = task.node
+        boot_files.prepare(task, deploy_utils.build_agent_options(node),
+                           extra_kernel_args=kernel_args)
+        run_report.update(node, report, warm=False, cold_reason=cold_why)
+        t_on = time.time()
+        # On with an agent that is not reused (warm.claim): a reboot.
+        manager_utils.node_power_action(
+            task, states.REBOOT if node.power_state == states.POWER_ON
+            else states.POWER_ON)
+        run_report.add_stage(node, report, protocol.STAGE_POWER_ON, t_on,
+                             time.time())
+        info = node.driver_internal_info[DEPLOY_KEY]
+        info['powered_on'] = t_on
+        node.set_driver_internal_info(DEPLOY_KEY, info)
+
+    def _deploy_warm(self, task, report, up):
+        """The agent cleaning left up runs this deploy: no boot."""
+        node = task.node
+        LOG.info('Warm container deploy of node %(node)s: the agent has '
+                 'been up for %(up).0f s', {'node': node.uuid,
+                                            'up': up['agent_up_for_s']})
+        run_report.update(node, report, warm=True, **up)
+        info = node.driver_internal_info[DEPLOY_KEY]
+        # Agent-up is measured from here; the node has no boot to report.
+        info['powered_on'] = time.time()
+        info[boot_report.SENT_KEY] = None
+        node.set_driver_internal_info(DEPLOY_KEY, info)
 
     def _resolve(self, task, container):
         try:
@@ -319,41 +350,6 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             workload_watch.arm_soon(task.context, node.uuid,
                                     run_report.get(node)['deploy_id'])
 
-    # --- watching the workload -------------------------------------------
-
-    @periodics.node_periodic(
-        purpose='watching container workloads',
-        spacing=lambda: CONF.container.workload_poll_interval,
-        filters=workload_watch.FILTERS,
-        predicate_extra_fields=['driver_internal_info'],
-        predicate=workload_watch.running,
-    )
-    def _watch_workload(self, task, manager, context):
-        # Handed to the watch pool: one slow or silent agent must not
-        # hold up the other nodes' polls (this loop is serial).
-        return workload_watch.check_soon(context, task.node.uuid)
-
-    @periodics.node_periodic(
-        purpose='restarting lost rootfs builds',
-        spacing=lambda: CONF.container.workload_poll_interval,
-        filters={'provision_state': states.DEPLOYWAIT, 'reserved': False,
-                 'maintenance': False},
-        predicate_extra_fields=['driver_internal_info'],
-        predicate=lambda n: rootfs_build.orphaned(n),
-    )
-    def _restart_lost_builds(self, task, manager, context):
-        """A conductor restart or death loses its build workers: start
-        the builds of its waiting deploys again (here: the node is mapped
-        to this conductor), or they would wait until Ironic's deploy
-        callback timeout."""
-        if not rootfs_build.builder_gone(task):
-            return
-        task.upgrade_lock()
-        if (task.node.provision_state == states.DEPLOYWAIT
-                and rootfs_build.orphaned(task.node)
-                and rootfs_build.builder_gone(task)):
-            rootfs_build.restart(task)
-
     @run_report.written_once
     def heartbeat(self, task, callback_url, agent_version, *args,
                   **kwargs):
@@ -397,6 +393,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         run_close.close(task)
         boot_files.clean_up(task)
         rootfs.release(node)
+        warm.forget(node)
         node.del_driver_internal_info(DEPLOY_KEY)
         image_properties.forget(node)
         agent_calls.forget(node)
@@ -410,16 +407,3 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
     def take_over(self, task):
         """This conductor takes over an ACTIVE node (local_state)."""
         local_state.take_over(task)
-
-    @periodics.periodic(
-        spacing=lambda: CONF.container.local_state_sweep_interval,
-        enabled=lambda: CONF.container.local_state_sweep_interval > 0)
-    def _release_local_state(self, manager, context):
-        """Release what this conductor holds for nodes that left it, and
-        the files of runs past [container]report_retention_days."""
-        local_state.sweep(context, manager.conductor.id)
-        deleted = run_files.prune(CONF.container.report_retention_days)
-        if deleted:
-            LOG.info('Deleted the reports and files of %d runs older than '
-                     '%d days', deleted,
-                     CONF.container.report_retention_days)

@@ -128,9 +128,9 @@ class StageArgsTestCase(StreamTestCase):
                                        container_stream_cache='25%')
         container = deploy_info.parse(self.node)
         self.assertEqual(512 * MiB,
-                         container_deploy._stream_cache(self.node, container))
+                         deploy_info.stream_cache_for(self.node, container))
         container.rootfs = 'ramfs'
-        self.assertIsNone(container_deploy._stream_cache(self.node,
+        self.assertIsNone(deploy_info.stream_cache_for(self.node,
                                                          container))
 
     @mock.patch.object(boot_files, 'unpublish_artifact', autospec=True)
