@@ -44,10 +44,10 @@ import time
 from bmc_lab import agent
 from bmc_lab import container_job
 from bmc_lab import direct_job
+from bmc_lab import ironic_service
 from bmc_lab import logcursor
 from bmc_lab import ociimage
 from bmc_lab import scale_bench
-from bmc_lab import services
 from bmc_common import protocol
 
 #: Host directories copied into the benchmark image (hard links).
@@ -104,7 +104,7 @@ def exit_heard_at(log_text, node_uuid):
 
 def _conductor_logs(settings):
     return [logcursor.Cursor(settings.log(name + '.log'))
-            for name in services.ironic_processes(settings)
+            for name in ironic_service.ironic_processes(settings)
             if name != 'ironic-api']
 
 

@@ -19,11 +19,16 @@ from bmc_lab import client as lab_client
 from bmc_lab.cloud import horizon
 from bmc_lab.cloud import profile as cloud_profile
 from bmc_lab.cloud import services as cloud_services
+from bmc_lab import content_servers
+from bmc_lab import host_libvirt
+from bmc_lab import ironic_service
 from bmc_lab import nodes
 from bmc_lab import procs
+from bmc_lab import programs
 from bmc_lab import services
 from bmc_lab import settings as lab_settings
 from bmc_lab import supervisor
+from bmc_lab import virtual_bmcs
 
 #: Runtime state recreated by every ``up`` (logs are kept).
 RUNTIME_DIRS = ('ironic', 'httpboot', 'tftpboot', 'registry', 'nodes',
@@ -39,7 +44,7 @@ def is_up(settings):
     if settings.is_cloud and not cloud_profile.is_up(settings):
         return False
     return all(procs.running(settings, name)
-               for name in services.ironic_processes(settings))
+               for name in ironic_service.ironic_processes(settings))
 
 
 def _say(out, msg):
@@ -56,7 +61,7 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
              'nothing to do.' % (current.state_dir, current.profile,
                                  current.nodes))
         return False
-    services.check_host_built()
+    programs.check_host_built()
     if current is not None:
         # Leftovers of a lab that died or was half torn down.
         down(current, out=None)
@@ -73,13 +78,13 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
     settings.save()
     try:
         _say(out, 'Starting libvirt, nginx, docker-registry, nfs-ganesha ...')
-        with services.libvirt_held():
+        with host_libvirt.libvirt_held():
             # (Defined, shut off: the lab's claim on the shared libvirtd.)
             for i in range(settings.nodes):
                 nodes.define(settings, i)
-        services.start_nginx(settings)
-        services.start_registry(settings)
-        services.start_nfs(settings)
+        content_servers.start_nginx(settings)
+        content_servers.start_registry(settings)
+        content_servers.start_nfs(settings)
         if settings.is_cloud:
             _say(out, 'Starting the cloud: Keystone, Glance, Placement, '
                  'Nova, Neutron API (the first run builds their '
@@ -87,13 +92,14 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
             cloud_profile.start(settings, out=out)
         _say(out, 'Starting Ironic (%s profile) ...' % settings.profile)
         if settings.profile == lab_settings.PROFILE_SCALED:
-            services.drop_database(settings)
-        services.start_ironic(settings, hardware_types, deploy_interfaces)
+            ironic_service.drop_database(settings)
+        ironic_service.start_ironic(settings, hardware_types,
+                                    deploy_interfaces)
         cli = lab_client.wait_api(settings)
         for i in range(settings.nodes):
             _say(out, 'Creating node %s (IPMI on 127.0.0.1:%d) ...'
                  % (settings.node_name(i), settings.ports.ipmi(i)))
-            services.start_bmc(settings, i)
+            virtual_bmcs.start_bmc(settings, i)
             node = nodes.enroll(cli, settings, i, **enroll_interfaces)
             cli.node.set_provision_state(node.uuid, 'manage')
             lab_client.StateWatcher(cli, node.uuid).wait('manageable', 180)
@@ -119,7 +125,7 @@ def down(settings, out=print, purge=False):
     """Tear the lab down; nothing running is not an error."""
     loaded = lab_settings.Settings.load(settings.state_dir) or settings
     domains = (nodes.defined_lab_domains(loaded)
-               if services.libvirt_reachable() else [])
+               if host_libvirt.libvirt_reachable() else [])
     for name in domains:
         nodes.virsh('destroy', name, check=False)
         nodes.virsh('undefine', name, check=False)
@@ -127,7 +133,7 @@ def down(settings, out=print, purge=False):
     stopped += services.stop_all(loaded)
     if purge:
         if loaded.profile == lab_settings.PROFILE_SCALED:
-            services.drop_database(loaded)
+            ironic_service.drop_database(loaded)
         shutil.rmtree(loaded.state_dir, ignore_errors=True)
     if not stopped and not domains:
         _say(out, 'No lab is running in %s; nothing to tear down.'
@@ -184,7 +190,7 @@ def status(settings):
     if loaded is None:
         return 'No lab in %s.' % settings.state_dir
     names = list(services.ORDER) + [supervisor.NAME] + [
-        n for n in services.ironic_processes(loaded)
+        n for n in ironic_service.ironic_processes(loaded)
         if n not in services.ORDER]
     if loaded.is_cloud:
         names += list(cloud_services.ORDER) + [horizon.NAME]

@@ -10,10 +10,12 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""INI files of the lab's services, written from dictionaries."""
+"""Configuration files of the lab's services: INI ones written from
+dictionaries, and any one written to its path."""
 
 import configparser
 import io
+import os
 
 
 def ini_text(conf, header):
@@ -30,3 +32,10 @@ def ini_text(conf, header):
     buf.write(header)
     parser.write(buf)
     return buf.getvalue()
+
+
+def write_file(path, text):
+    """Write ``text`` to ``path``, its directory made first."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(text)

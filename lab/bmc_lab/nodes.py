@@ -22,10 +22,12 @@ Ironic's ``boot.ipxe``.
 import os
 from xml.sax import saxutils
 
+from bmc_lab import host_libvirt
 from bmc_lab import logcursor
 from bmc_lab import procs
-from bmc_lab import services
+from bmc_lab import programs
 from bmc_lab import settings as lab_settings
+from bmc_lab import virtual_bmcs
 
 SOCAT = '/usr/bin/socat'
 
@@ -117,7 +119,7 @@ def domain_xml(settings, index):
     return DOMAIN_XML.format(
         name=esc(name), memory=settings.node_memory_mb,
         cpus=settings.node_cpus,
-        emulator=services.system_bin('qemu-system-x86_64',
+        emulator=programs.system_bin('qemu-system-x86_64',
                                      'qemu-system-x86'),
         disk=esc(settings.path('nodes', name + '.qcow2')),
         console=esc(console_log(settings, index)),
@@ -130,7 +132,7 @@ def domain_xml(settings, index):
 
 
 def virsh(*args, check=True, log_path=None):
-    return procs.run(['virsh', '-c', services.LIBVIRT_URI] + list(args),
+    return procs.run(['virsh', '-c', host_libvirt.LIBVIRT_URI] + list(args),
                      'virsh %s' % ' '.join(args), check=check,
                      log_path=log_path)
 
@@ -171,7 +173,7 @@ def bmc_power_state(settings, index):
 
 
 def remove(settings, index):
-    services.stop_bmc(settings, index)
+    virtual_bmcs.stop_bmc(settings, index)
     name = settings.node_name(index)
     log = settings.log('virsh.log')
     if domain_exists(name):
@@ -182,7 +184,7 @@ def remove(settings, index):
 def defined_lab_domains(settings):
     """Names of libvirt domains that belong to this lab."""
     prefix = settings.name + '-node-'
-    return [n for n in services.libvirt_domains() or ()
+    return [n for n in host_libvirt.libvirt_domains() or ()
             if n.startswith(prefix)]
 
 

@@ -32,9 +32,10 @@ import signal
 import sys
 import time
 
+from bmc_lab import content_servers
 from bmc_lab import procs
-from bmc_lab import services
 from bmc_lab import settings as lab_settings
+from bmc_lab import virtual_bmcs
 
 LOG = logging.getLogger('bmc_lab.supervisor')
 
@@ -48,13 +49,15 @@ WINDOW = 600.0
 
 def parts(settings):
     """(process name, start function) of each supervised part."""
-    out = [('nginx', functools.partial(services.start_nginx, settings)),
-           ('registry', functools.partial(services.start_registry,
+    out = [('nginx', functools.partial(content_servers.start_nginx,
+                                       settings)),
+           ('registry', functools.partial(content_servers.start_registry,
                                           settings)),
-           ('nfs-ganesha', functools.partial(services.start_nfs, settings))]
+           ('nfs-ganesha', functools.partial(content_servers.start_nfs,
+                                             settings))]
     for i in range(settings.nodes):
-        out.append((services.bmc_name(i),
-                    functools.partial(services.start_bmc, settings, i)))
+        out.append((virtual_bmcs.bmc_name(i),
+                    functools.partial(virtual_bmcs.start_bmc, settings, i)))
     return out
 
 

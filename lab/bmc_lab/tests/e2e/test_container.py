@@ -34,10 +34,10 @@ import pytest
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
 from bmc_lab import direct_job
-from bmc_lab import logcursor
 from bmc_lab import diskimage
+from bmc_lab import ironic_service
+from bmc_lab import logcursor
 from bmc_lab import nodes
-from bmc_lab import services
 from bmc_lab import smoke
 from bmc_common import protocol
 from ironic_bmc.drivers import boot_report
@@ -154,7 +154,7 @@ def test_kernel_that_never_calls_back_times_out(lab):
     # The smoke initrd boots but runs no agent: nothing ever calls back.
     kernel, initrd = smoke.prepare_images(lab)
     image = container_job.push_demo_image(lab)
-    with services.ironic_overridden(lab, {'conductor': {
+    with ironic_service.ironic_overridden(lab, {'conductor': {
             'deploy_callback_timeout': NEVER_CALLS_BACK_TIMEOUT}}):
         _never_calls_back(lab, image, kernel, initrd)
 

@@ -36,11 +36,13 @@ from bmc_common import protocol
 from ironic_bmc.drivers import boot_http_log
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
+from bmc_lab import content_servers
+from bmc_lab import ironic_service
 from bmc_lab import logcursor
 from bmc_lab import nodes
 from bmc_lab import ociimage
 from bmc_lab import procs
-from bmc_lab import services
+from bmc_lab import virtual_bmcs
 from bmc_lab.tests.e2e import fault_table
 from bmc_lab.tests.e2e import labpool
 
@@ -202,7 +204,7 @@ def test_registry_down(lab):
         container_job.deploy(lab, lab.demo_image, wait=False)
         node = fault.wait_state('deploy failed', 120)
     finally:
-        services.start_registry(lab)
+        content_servers.start_registry(lab)
     row, report = fault.finish(node)
     assert row['power'] == 'power off'
     assert lab.registry_address in node.last_error
@@ -255,7 +257,7 @@ def test_http_server_restart_mid_download(lab):
     # 40 MiB at 4 MB/s: restart while the node's download is open.
     _wait_for_download(lab)
     procs.stop(lab, 'nginx')
-    services.start_nginx(lab)
+    content_servers.start_nginx(lab)
     node = fault.wait_state('active', 600)
     report = container_job.wait_report(lab, timeout=300)
     node = fault.cli.node.get(node.uuid)
@@ -365,7 +367,7 @@ def test_bmc_emulator_killed_during_a_job(lab):
     it): the lab's supervisor starts it again, and the run ends as any
     run does, the node powered off through that BMC."""
     fault = Fault(lab, 'virtual BMC killed during a job')
-    bmc = services.bmc_name(0)
+    bmc = virtual_bmcs.bmc_name(0)
     bmc_log = logcursor.Cursor(lab.log(bmc + '.log'))
     command = ['/bin/sh', '-c', 'echo started; sleep 30; echo done']
     # ACTIVE: the workload runs (for 30 s).
@@ -401,7 +403,7 @@ def test_conductor_crash_mid_deploy(lab):
                 'wait call-back':
             break
         time.sleep(0.2)
-    services.restart_ironic(lab, crash=True)
+    ironic_service.restart_ironic(lab, crash=True)
     report = container_job.wait_report(lab, timeout=600)
     node = fault.cli.node.get(fault.node.uuid)
     row, report = fault.finish(

@@ -29,10 +29,10 @@ import pytest
 
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
+from bmc_lab import content_servers
 from bmc_lab import ironic_conf
 from bmc_lab import nodes
 from bmc_lab import procs
-from bmc_lab import services
 from bmc_common import protocol
 
 
@@ -77,7 +77,7 @@ def nfs_job(lab):
         time.sleep(OUTAGE)
         down_since_active = time.monotonic() - active
     finally:
-        services.start_nfs(lab)
+        content_servers.start_nfs(lab)
     report = container_job.wait_report(lab)
     print(container_job.format_report(report))
     run = {'report': report, 'down_since_active': down_since_active,
@@ -120,7 +120,7 @@ def test_server_down_fails_before_power_on(lab):
         assert '[container]nfs_pid_file' in node.last_error
         assert nodes.bmc_power_state(lab, 0) == 'off'
     finally:
-        services.start_nfs(lab)
+        content_servers.start_nfs(lab)
     container_job.undeploy(lab)
     assert 'EXPORT' not in _exports(lab)
 

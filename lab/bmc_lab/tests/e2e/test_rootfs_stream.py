@@ -38,9 +38,9 @@ import pytest
 
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
+from bmc_lab import content_servers
 from bmc_lab import nodes
 from bmc_lab import procs
-from bmc_lab import services
 from bmc_lab.tests.e2e import test_rootfs_verity as tamper
 from bmc_common import protocol
 
@@ -55,7 +55,7 @@ def node_back_in_the_pool(lab):
     """A failed test leaves no deploy (and no stopped nginx) behind."""
     yield
     if not procs.running(lab, 'nginx'):
-        services.start_nginx(lab)
+        content_servers.start_nginx(lab)
     cli = lab_client.get_client(lab)
     if cli.node.get(lab.node_name(0)).provision_state != 'available':
         container_job.undeploy(lab)
@@ -136,7 +136,7 @@ def test_cold_blocks_wait_for_a_restarting_web_server(lab, blob_image):
         time.sleep(20)
         down_since_active = time.monotonic() - active
     finally:
-        services.start_nginx(lab)
+        content_servers.start_nginx(lab)
     report = container_job.wait_report(lab)
     print(container_job.format_report(report))
     assert report['workload_exit_code'] == 0, report.get('error')

@@ -30,7 +30,7 @@ import pytest
 from bmc_common import protocol
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
-from bmc_lab import services
+from bmc_lab import ironic_service
 from bmc_lab.tests.e2e import fault_table
 from bmc_lab.tests.e2e.test_faults import _big_image
 from bmc_lab.tests.e2e.test_faults import _bystander
@@ -118,8 +118,8 @@ def test_conductor_crash_other_conductor_takes_over(lab):
     assert _pinned(lab, first, uuid)
 
     crashed_at = time.time()
-    services.stop_ironic(lab, crash=True,
-                         names=[lab.conductor_process(first)])
+    ironic_service.stop_ironic(lab, crash=True,
+                               names=[lab.conductor_process(first)])
 
     # The API maps the node to the survivor once the dead conductor's
     # heartbeat is older than heartbeat_timeout.
@@ -164,7 +164,7 @@ def test_conductor_crash_other_conductor_takes_over(lab):
     # The dead conductor's pin stays until it comes back; then its sweep
     # releases it (the node is no longer its own).
     assert _pinned(lab, first, uuid)
-    services.start_ironic_processes(lab, [lab.conductor_process(first)])
+    ironic_service.start_ironic_processes(lab, [lab.conductor_process(first)])
     _wait(lambda: not _pinned(lab, first, uuid), 90,
           'the restarted conductor releasing its cache pin')
     node = cli.node.get(name)
@@ -194,8 +194,8 @@ def test_conductor_crash_mid_build_other_conductor_builds(lab):
     uuid = node.uuid
     first = _conductor_index(lab, node.conductor)
     second = 1 - first
-    services.stop_ironic(lab, crash=True,
-                         names=[lab.conductor_process(first)])
+    ironic_service.stop_ironic(lab, crash=True,
+                               names=[lab.conductor_process(first)])
     report = container_job.wait_report(lab, states=('finished', 'failed'),
                                        timeout=600)
     node = cli.node.get(name)
@@ -213,7 +213,7 @@ def test_conductor_crash_mid_build_other_conductor_builds(lab):
     container_job.undeploy(lab)
     # The dead conductor's half-built work files stay until it is back;
     # its start-up sweep removes them.
-    services.start_ironic_processes(lab, [lab.conductor_process(first)])
+    ironic_service.start_ironic_processes(lab, [lab.conductor_process(first)])
     _wait(lambda: not _work(lab, first) and not _pinned(lab, first, uuid),
           90, 'the restarted conductor cleaning its cache')
     node = cli.node.get(name)

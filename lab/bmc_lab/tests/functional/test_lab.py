@@ -24,7 +24,9 @@ import time
 import pytest
 
 from bmc_lab import client as lab_client
+from bmc_lab import content_servers
 from bmc_lab import control
+from bmc_lab import host_libvirt
 from bmc_lab import nodes
 from bmc_lab import procs
 from bmc_lab import services
@@ -99,12 +101,12 @@ def test_port_taken_is_named(lab):
 def test_service_failure_names_its_log(lab, monkeypatch):
     # A configuration the registry refuses: it exits at once.
     lab.save()
-    monkeypatch.setattr(services, 'REGISTRY_CONF',
+    monkeypatch.setattr(content_servers, 'REGISTRY_CONF',
                         'version: 0.1\nstorage: {{bogus: {root}}}\n'
                         '# {port}\n')
     try:
         with pytest.raises(procs.LabError) as exc:
-            services.start_registry(lab)
+            content_servers.start_registry(lab)
     finally:
         services.stop_all(lab)
     assert lab.log('registry.log') in str(exc.value)
@@ -150,7 +152,7 @@ def test_two_labs_side_by_side_do_not_see_each_other():
         for settings in labs:
             assert control.up(settings, out=None) is True
         # (None when libvirtd ran before, e.g. from the host's packages.)
-        libvirtd = procs.pid_of(services.host_settings(), 'libvirtd')
+        libvirtd = procs.pid_of(host_libvirt.host_settings(), 'libvirtd')
         for settings, other in ((first, second), (second, first)):
             cli = lab_client.get_client(settings)
             assert [n.name for n in cli.node.list()] == [
@@ -170,7 +172,7 @@ def test_two_labs_side_by_side_do_not_see_each_other():
         assert control.down(first, out=None) is True
         assert control.is_up(second)
         assert _pids(second) == pids
-        assert services.libvirt_reachable()
+        assert host_libvirt.libvirt_reachable()
         assert nodes.defined_lab_domains(first) == []
         assert nodes.defined_lab_domains(second) == [second.node_name(0)]
         assert nodes.bmc_power_state(second, 0) == 'off'

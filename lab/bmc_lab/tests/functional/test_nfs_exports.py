@@ -26,11 +26,11 @@ import pytest
 from ironic_bmc.image import cache as cache_mod
 from ironic_bmc.image import pipeline
 from ironic_bmc.nfs import ganesha
+from bmc_lab import content_servers
 from bmc_lab import ironic_conf
 from bmc_lab import ociimage
 from bmc_lab.ociimage import Entry
 from bmc_lab import procs
-from bmc_lab import services
 from bmc_lab.tests import labfixture
 from bmc_lab.tests.functional import registry_fixture
 
@@ -52,7 +52,7 @@ def nfs_lab(tmp_path):
     settings = labfixture.lab_settings_for('functional')
     settings.state_dir = str(tmp_path / 'lab')
     os.makedirs(settings.log_dir, exist_ok=True)
-    services.start_nfs(settings)
+    content_servers.start_nfs(settings)
     yield settings
     procs.stop(settings, 'nfs-ganesha')
 

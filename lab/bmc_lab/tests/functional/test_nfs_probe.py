@@ -26,8 +26,8 @@ import time
 
 import pytest
 
+from bmc_lab import content_servers
 from bmc_lab import nfs_probe
-from bmc_lab import services
 from ironic_bmc.nfs import ganesha as exports_file
 
 GANESHA = '/usr/bin/ganesha.nfsd'
@@ -65,7 +65,7 @@ def ganesha(tmp_path_factory):
     (tmp / 'recovery').mkdir()
     port = _free_port()
     conf = tmp / 'ganesha.conf'
-    conf.write_text(services.GANESHA_CONF.format(
+    conf.write_text(content_servers.GANESHA_CONF.format(
         port=port, recovery=tmp / 'recovery', exports=exports))
     log = tmp / 'ganesha.log'
     proc = subprocess.Popen(

@@ -22,8 +22,8 @@ import pytest
 from bmc_lab import bench
 from bmc_lab import direct_job
 from bmc_lab import diskimage
+from bmc_lab import ironic_service
 from bmc_lab import procs
-from bmc_lab import services
 from bmc_lab import settings as lab_settings
 
 
@@ -117,7 +117,7 @@ def test_build_writes_a_bootable_two_partition_disk(tmp_path):
 
 def test_ironic_reaches_node_addresses_through_the_lab_nginx(tmp_path):
     settings = lab_settings.Settings(state_dir=str(tmp_path))
-    env = services.ironic_env(settings)
+    env = ironic_service.ironic_env(settings)
     assert env['http_proxy'] == 'http://127.0.0.1:%d' % settings.ports.http
     assert '127.0.0.1' in env['no_proxy'].split(',')
     assert env['https_proxy'] == ''

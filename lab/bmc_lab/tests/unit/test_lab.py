@@ -21,9 +21,9 @@ from unittest import mock
 import pytest
 
 from bmc_lab import ironic_conf
+from bmc_lab import ironic_service
 from bmc_lab import nodes
 from bmc_lab import procs
-from bmc_lab import services
 from bmc_lab import settings as lab_settings
 from bmc_lab import smoke
 
@@ -188,7 +188,7 @@ def test_several_conductors_need_the_scaled_profile(tmp_path):
 def test_second_conductor_has_its_own_host_cache_and_reports(tmp_path):
     settings = lab_settings.Settings(state_dir=str(tmp_path), name='lab',
                                      profile='scaled', conductors=2)
-    assert services.ironic_processes(settings) == (
+    assert ironic_service.ironic_processes(settings) == (
         'ironic-api', 'ironic-conductor', 'ironic-conductor-2')
     base = _conf(settings)
     # Take-over within a minute, not Ironic's 4 (heartbeat_timeout 60 +
@@ -204,28 +204,28 @@ def test_second_conductor_has_its_own_host_cache_and_reports(tmp_path):
         'ironic', 'reports-2')
     assert base['container']['image_cache_dir'] != overlay['container'][
         'image_cache_dir']
-    argv = services._ironic_argv(settings, 'ironic-conductor-2')
+    argv = ironic_service._ironic_argv(settings, 'ironic-conductor-2')
     assert argv[0].endswith('ironic-conductor')
     assert argv[1:] == ['--config-file', settings.path('etc', 'ironic.conf'),
                         '--config-file',
                         settings.path('etc', 'ironic-conductor-2.conf')]
-    assert services._ironic_argv(settings, 'ironic-conductor')[1:] == [
+    assert ironic_service._ironic_argv(settings, 'ironic-conductor')[1:] == [
         '--config-file', settings.path('etc', 'ironic.conf')]
 
 
 def test_ironic_overridden_lays_options_over_and_takes_them_back(
         settings, monkeypatch):
     os.makedirs(settings.path('etc'))
-    override = settings.path('etc', services.OVERRIDE_CONF)
+    override = settings.path('etc', ironic_service.OVERRIDE_CONF)
     seen = []
 
     def restart(s, crash=False, names=None):
         # What each restart starts the processes with.
-        seen.append(services._ironic_argv(s, 'ironic')[1:])
-    monkeypatch.setattr(services, 'restart_ironic', restart)
+        seen.append(ironic_service._ironic_argv(s, 'ironic')[1:])
+    monkeypatch.setattr(ironic_service, 'restart_ironic', restart)
     base = ['--config-file', settings.path('etc', 'ironic.conf')]
     with pytest.raises(RuntimeError):
-        with services.ironic_overridden(settings, {'conductor': {
+        with ironic_service.ironic_overridden(settings, {'conductor': {
                 'deploy_callback_timeout': 60}}):
             parser = configparser.ConfigParser(interpolation=None)
             parser.read(override)
@@ -235,7 +235,7 @@ def test_ironic_overridden_lays_options_over_and_takes_them_back(
     # also when the code inside failed.
     assert seen == [base + ['--config-file', override], base]
     assert not os.path.exists(override)
-    assert services._ironic_argv(settings, 'ironic')[1:] == base
+    assert ironic_service._ironic_argv(settings, 'ironic')[1:] == base
 
 
 def test_node_network_is_restricted_to_loopback_forwards(settings):
