@@ -77,6 +77,7 @@ MODULE_GROUPS = {
     'test_tenant_isolation.py': 'cloud',
     'test_container.py': 'container',
     'test_hostile_node.py': 'container',
+    'test_warm.py': 'container',
     'test_container_runtime.py': 'runtime',
     'test_takeover.py': 'scaled',
 }
