@@ -11,10 +11,13 @@ import time
 
 from pyghmi.ipmi.private import session as ipmisession
 import pytest
+from virtualbmc import vbmc
 
 from bmc_lab import dcmi_bmc
+from bmc_lab import dcmi_commands
+from bmc_lab import dcmi_power_meter
 
-S = dcmi_bmc.CpuSample
+S = dcmi_power_meter.CpuSample
 NS = 10 ** 9
 
 
@@ -31,13 +34,13 @@ class Probe:
 
 
 def _meter(*samples, **kw):
-    m = dcmi_bmc.CpuPowerMeter(Probe(*samples), wall_clock=lambda: 1.7e9,
-                               **kw)
+    m = dcmi_power_meter.CpuPowerMeter(Probe(*samples),
+                                       wall_clock=lambda: 1.7e9, **kw)
     return m
 
 
 def test_power_model():
-    m = dcmi_bmc.PowerModel()
+    m = dcmi_power_meter.PowerModel()
     assert (m.idle_w, m.max_w, m.standby_w) == (90.0, 250.0, 8.0)
     assert m.watts(False, 1.0) == 8.0
     assert m.watts(True, 0.0) == 90.0
@@ -50,7 +53,7 @@ def test_power_model():
                                 dict(max_w=70000.0, idle_w=1.0)])
 def test_power_model_refuses_nonsense(kw):
     with pytest.raises(ValueError):
-        dcmi_bmc.PowerModel(**kw)
+        dcmi_power_meter.PowerModel(**kw)
 
 
 def test_interval_watts():
@@ -113,7 +116,7 @@ def test_reading_without_samples():
     def broken():
         raise RuntimeError('libvirt down')
 
-    m = dcmi_bmc.CpuPowerMeter(broken)
+    m = dcmi_power_meter.CpuPowerMeter(broken)
     assert m.reading() is None
 
 
@@ -125,7 +128,7 @@ def test_sampler_thread_start_stop():
 
 
 def test_encode_power_reading_layout():
-    data = dcmi_bmc.encode_power_reading(dcmi_bmc.Reading(
+    data = dcmi_commands.encode_power_reading(dcmi_commands.Reading(
         current=170, minimum=90, maximum=250, average=160,
         timestamp=0x01020304, period_ms=60000))
     assert data[0] == 0xDC
@@ -137,26 +140,27 @@ def test_encode_power_reading_layout():
 @pytest.mark.parametrize('byte,seconds', [(0x05, 5), (0x41, 60),
                                           (0x81, 3600), (0xC1, 86400)])
 def test_decode_rolling_period(byte, seconds):
-    assert dcmi_bmc.decode_rolling_period(byte) == seconds
+    assert dcmi_commands.decode_rolling_period(byte) == seconds
 
 
 @pytest.fixture
-def bmc():
-    b = object.__new__(dcmi_bmc.DCMIVirtualBMC)
-    b.meter = _meter(S(0.0, 0, 2, True), S(1.0, NS, 2, True))
-    b.meter.sample()
-    return b
+def meter():
+    m = _meter(S(0.0, 0, 2, True), S(1.0, NS, 2, True))
+    m.sample()
+    return m
 
 
-def test_handle_power_reading(bmc):
-    code, data = bmc.handle_dcmi(0x02, [0xDC, 0x01, 0x00, 0x00])
+def test_handle_power_reading(meter):
+    code, data = dcmi_commands.handle_dcmi(0x02, [0xDC, 0x01, 0x00, 0x00],
+                                           meter)
     assert code == 0
     assert data[0] == 0xDC
     assert struct.unpack('<H', bytes(data[1:3]))[0] == 170
 
 
-def test_handle_enhanced_power_reading(bmc):
-    code, data = bmc.handle_dcmi(0x02, [0xDC, 0x02, 0x05, 0x00])
+def test_handle_enhanced_power_reading(meter):
+    code, data = dcmi_commands.handle_dcmi(0x02, [0xDC, 0x02, 0x05, 0x00],
+                                           meter)
     assert code == 0
     assert len(data) == 18
 
@@ -169,27 +173,46 @@ def test_handle_enhanced_power_reading(bmc):
     (0x03, [0xDC, 0x00], 0xC1),            # power limit: not implemented
     (0x01, [0xDC, 0x09], 0x80),            # unknown capability parameter
 ])
-def test_handle_bad_requests(bmc, command, data, code):
-    assert bmc.handle_dcmi(command, data)[0] == code
+def test_handle_bad_requests(meter, command, data, code):
+    assert dcmi_commands.handle_dcmi(command, data, meter)[0] == code
 
 
-def test_handle_capabilities(bmc):
-    code, data = bmc.handle_dcmi(0x01, [0xDC, 0x01])
+def test_handle_capabilities(meter):
+    code, data = dcmi_commands.handle_dcmi(0x01, [0xDC, 0x01], meter)
     assert code == 0
     assert data[:4] == [0xDC, 0x01, 0x05, 0x02]
     assert data[5] & 0x01  # power management available
-    code, data = bmc.handle_dcmi(0x01, [0xDC, 0x05])
-    assert data[4] == len(dcmi_bmc.ROLLING_PERIODS)
+    code, data = dcmi_commands.handle_dcmi(0x01, [0xDC, 0x05], meter)
+    assert data[4] == len(dcmi_commands.ROLLING_PERIODS)
 
 
 def test_no_sample_yet_means_busy():
-    b = object.__new__(dcmi_bmc.DCMIVirtualBMC)
-
     def broken():
         raise RuntimeError('libvirt down')
 
-    b.meter = dcmi_bmc.CpuPowerMeter(broken)
-    assert b.handle_dcmi(0x02, [0xDC, 0x01, 0, 0]) == (0xC0, [])
+    meter = dcmi_power_meter.CpuPowerMeter(broken)
+    assert dcmi_commands.handle_dcmi(0x02, [0xDC, 0x01, 0, 0],
+                                     meter) == (0xC0, [])
+    assert dcmi_commands.CC_NODE_BUSY == vbmc.IPMI_COMMAND_NODE_BUSY
+
+
+class _Session:
+    def __init__(self):
+        self.sent = []
+
+    def send_ipmi_response(self, data, code):
+        self.sent.append((code, data))
+
+
+def test_bmc_answers_dcmi_with_its_meter(meter):
+    b = object.__new__(dcmi_bmc.DCMIVirtualBMC)
+    b.meter = meter
+    session = _Session()
+    b.handle_raw_request({'netfn': 0x2C, 'command': 0x02,
+                          'data': [0xDC, 0x01, 0x00, 0x00]}, session)
+    [(code, data)] = session.sent
+    assert code == 0
+    assert struct.unpack('<H', bytes(data[1:3]))[0] == 170
 
 
 def test_cli_arguments():
