@@ -48,6 +48,7 @@ from bmc_lab import ironic_service
 from bmc_lab import logcursor
 from bmc_lab import ociimage
 from bmc_lab import scale_bench
+from bmc_lab import scale_report
 from bmc_common import protocol
 
 #: Host directories copied into the benchmark image (hard links).
@@ -448,10 +449,10 @@ def main(settings, out=print, large_mb=1536, scale_nodes=200,
     if scale_nodes:
         scale_runs = scale_bench.run(scale_dir or settings.path('scale'),
                                      scale_nodes, out=out)
-        result.update(scale_bench.json_fields(scale_runs))
+        result.update(scale_report.json_fields(scale_runs))
     result['targets'] = targets(result)
     out('')
-    out(format_table(result, scale_bench.format_rows(scale_runs)))
+    out(format_table(result, scale_report.format_rows(scale_runs)))
     out(json.dumps(result, sort_keys=True))
     return 0
 

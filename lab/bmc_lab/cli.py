@@ -37,6 +37,7 @@ from bmc_lab import container_job
 from bmc_lab import control
 from bmc_lab import procs
 from bmc_lab import scale_bench
+from bmc_lab import scale_report
 from bmc_lab import settings as lab_settings
 from bmc_lab import smoke
 from bmc_lab import tenant_job
@@ -197,10 +198,10 @@ def _scale(args):
     if args.nodes < 1 or any(c < 1 for c in counts):
         raise procs.LabError('--nodes and --conductors must be >= 1')
     runs = scale_bench.run(_scale_dir(args), args.nodes, counts)
-    rows = scale_bench.format_rows(runs)
+    rows = scale_report.format_rows(runs)
     width = max(len(r[0]) for r in rows)
     print('\n'.join('%-*s  %s' % (width, k, v) for k, v in rows))
-    print(json.dumps(scale_bench.json_fields(runs), sort_keys=True))
+    print(json.dumps(scale_report.json_fields(runs), sort_keys=True))
     return 0 if not any(r['failures'] for r in runs) else 1
 
 

@@ -21,7 +21,8 @@ memory within a bound."""
 from bmc_lab import container_job
 from bmc_lab import control
 from bmc_lab import ironic_conf
-from bmc_lab import scale_bench
+from bmc_lab import proc_meter
+from bmc_lab import scale_lab
 from bmc_lab import settings as lab_settings
 from bmc_lab import sim_agent
 from bmc_lab.tests import labfixture
@@ -46,14 +47,14 @@ def test_hostile_nodes_fail_their_own_runs_and_nothing_else():
         conductors=1)
     modes = list(sim_agent.HOSTILE) + [None]
     control.up(settings, out=None, hardware_types=(
-        ironic_conf.HARDWARE_TYPES + [scale_bench.DRIVER]))
+        ironic_conf.HARDWARE_TYPES + [scale_lab.DRIVER]))
     try:
-        scale_bench._placeholder_boot_files(settings)
+        scale_lab.placeholder_boot_files(settings)
         image = container_job.push_demo_image(settings)
-        macs = scale_bench.enroll(settings, len(modes))
+        macs = scale_lab.enroll(settings, len(modes))
         uuids = sorted(macs)
         hostile = dict(zip(uuids, modes, strict=True))
-        scale_bench.set_container(settings, uuids, image)
+        scale_lab.set_container(settings, uuids, image)
         agents = sim_agent.SimAgents(settings.api_url, settings.ports.http,
                                      0, job_seconds=2.0)
         for uuid, mac in macs.items():
@@ -61,16 +62,16 @@ def test_hostile_nodes_fail_their_own_runs_and_nothing_else():
             agents.nodes[uuid].hostile = hostile[uuid]
         agents.start()
         conductor = settings.conductor_process(0)
-        meter = scale_bench.Meter(settings, [conductor])
+        meter = proc_meter.Meter(settings, [conductor])
         before = meter.memory_mb('VmRSS')[conductor]
         try:
-            scale_bench._trigger(settings, uuids)
-            done, failed = scale_bench._wait(settings, uuids,
-                                             scale_bench._job_done, 300)
+            scale_lab.trigger(settings, uuids)
+            done, failed = scale_lab.wait(settings, uuids,
+                                          scale_lab.job_done, 300)
             peak = meter.memory_mb('VmHWM')[conductor]
         finally:
             agents.stop()
-        reports = scale_bench._reports(settings, uuids)
+        reports = scale_lab.run_reports(settings, uuids)
     finally:
         control.down(settings, out=None)
 

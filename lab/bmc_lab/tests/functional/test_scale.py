@@ -14,6 +14,7 @@
 through two real conductors (MariaDB, RabbitMQ, the hash ring) on nodes
 whose machines and agents are simulated (bmc_lab.sim_agent)."""
 
+from bmc_common import protocol
 from bmc_lab import scale_bench
 from bmc_lab import settings as lab_settings
 from bmc_lab.tests import labfixture
@@ -36,7 +37,7 @@ def test_concurrent_container_jobs_through_two_conductors():
     assert sum(result['nodes_per_conductor'].values()) == NODES
     assert result['agent_stats']['lookups'] == NODES
     assert result['agent_stats'][
-        'command:%s' % scale_bench.protocol.STEP_STAGE_ROOTFS] == NODES
+        'command:%s' % protocol.STEP_STAGE_ROOTFS] == NODES
     # One image: each conductor that deployed a node built it once.
     builds = result['builds_per_conductor']
     assert set(builds.values()) <= {0, 1} and sum(builds.values()) >= 1

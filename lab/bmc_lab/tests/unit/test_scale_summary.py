@@ -15,7 +15,7 @@
 import collections
 
 from bmc_common import protocol
-from bmc_lab import scale_bench
+from bmc_lab import scale_report
 
 
 class _Agents:
@@ -30,7 +30,7 @@ def _report(state='finished', code=0, started=12.0):
 
 
 def _summary(reports, done=('a', 'b', 'c'), failed=None):
-    return scale_bench.summarize(
+    return scale_report.summarize(
         3, 2, {'a': 10.0, 'b': 10.0, 'c': 11.0}, 30.0, list(done),
         dict(failed or {}), reports,
         {'ironic-conductor': 3.0, 'ironic-conductor-2': 1.5,
@@ -52,10 +52,10 @@ def test_numbers_per_deploy():
     assert r['api_cpu_ms_per_deploy'] == 200.0
     assert r['conductor_peak_rss_mb'] == 150.0
     assert (r['t_ready_p50_s'], r['t_ready_max_s']) == (2.0, 4.0)
-    fields = scale_bench.json_fields([r])
+    fields = scale_report.json_fields([r])
     assert fields['scale2c_builds_per_image'] == 1
     assert fields['scale2c_failures'] == 0
-    rows = dict(scale_bench.format_rows([dict(r, nodes_per_conductor={
+    rows = dict(scale_report.format_rows([dict(r, nodes_per_conductor={
         'bmc-scale': 2, 'bmc-scale-2': 1})]))
     assert rows['  nodes per conductor (hash ring)'] == (
         'bmc-scale 2, bmc-scale-2 1')
@@ -68,5 +68,5 @@ def test_a_job_that_failed_or_never_ended_is_a_failure():
     assert r['failures'] == 2
     assert r['failed']['b'] == 'run report finished, exit code 1'
     assert r['deploys_per_min'] == 2.0
-    assert scale_bench.json_fields([dict(r, conductors=1)])[
+    assert scale_report.json_fields([dict(r, conductors=1)])[
         'scale_failures'] == 2
