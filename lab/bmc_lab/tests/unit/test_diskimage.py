@@ -20,6 +20,7 @@ import subprocess
 import pytest
 
 from bmc_lab import bench
+from bmc_lab import bench_report
 from bmc_lab import direct_job
 from bmc_lab import diskimage
 from bmc_lab import ironic_service
@@ -142,8 +143,8 @@ def test_bench_summary_and_table():
                             'agent_to_heartbeat_s': None}},
     }
     direct = {'active_s': 150.0, 'workload_started_s': 200.0}
-    result = bench.summarize(report, 80.0, 10000, 200e6, direct, 300e6)
-    result.update(bench.summarize_nfs(
+    result = bench_report.summarize(report, 80.0, 10000, 200e6, direct, 300e6)
+    result.update(bench_report.summarize_nfs(
         {'staging': {'bytes_before_start': 0, 'nfs_mount_s': 0.4,
                      'mount_s': 1.9}, 'workload_exit_code': 0}, 70.5))
 
@@ -160,7 +161,7 @@ def test_bench_summary_and_table():
                             'background_fetch_s': 13.0 if local else None,
                             'not_local_reason': None if local else 'x'}},
                 end - 10.0)
-    result.update(bench.summarize_stream(
+    result.update(bench_report.summarize_stream(
         *streamed(150e6, 53.0, 54.0, True),
         large_run=streamed(1600e6, 53.2, 54.6, False), node_memory_mb=4096))
     assert result['stream_app_start_s'] == 4.0
@@ -183,11 +184,11 @@ def test_bench_summary_and_table():
     assert result['exit_to_poweroff_s'] == 0.6
     assert result['t_ready_s'] == 80.0
     assert result['initramfs_mb'] == 119.4
-    result['targets'] = bench.targets(result)
+    result['targets'] = bench_report.targets(result)
     assert result['targets']['agent_up_s'] == {
         'goal': 20.0, 'measured': 35.7, 'met': False}
     assert result['targets']['t_ready_s']['met'] is False
-    table = bench.format_table(result, [('scale: 2 nodes', '9.0/min')])
+    table = bench_report.format_table(result, [('scale: 2 nodes', '9.0/min')])
     assert re.search(r'^target agent_up_s <= 20\.0 s +35\.7 s \(not met\)$',
                      table, re.M)
     assert re.search(r'^target t_ready_container_over_direct <= 0\.33 +0\.4 '
@@ -255,5 +256,5 @@ def test_exit_heard_is_read_on_the_conductor_clock():
               'stages': [{'name': 'powered-off', 'start': 27.5,
                           'end': 28.0}]}
     direct = {'active_s': 150.0, 'workload_started_s': 200.0}
-    assert bench.summarize(report, 80.0, 1, 1e6, direct,
-                           1e6)['exit_to_poweroff_s'] is None
+    assert bench_report.summarize(report, 80.0, 1, 1e6, direct,
+                                  1e6)['exit_to_poweroff_s'] is None
