@@ -29,6 +29,7 @@ from bmc_common import protocol
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
 from bmc_lab import nodes
+from bmc_lab import warm_run
 from bmc_lab.tests.e2e import boot_count
 
 
@@ -55,23 +56,14 @@ def _stage_names(report):
 
 @pytest.fixture(scope='module')
 def warm_runs(lab):
-    cli = lab_client.get_client(lab)
-    name = lab.node_name(0)
-    container_job.reclaim(lab)
     image = container_job.push_demo_image(lab)
-    watcher = lab_client.StateWatcher(cli, name)
-    cli.node.update(name, [
-        {'op': 'add', 'path': '/driver_info/fast_track', 'value': True},
-        {'op': 'replace', 'path': '/automated_clean', 'value': True}])
     runs = {}
-    try:
-        cli.node.set_provision_state(name, 'manage')
-        watcher.wait('manageable', 120)
+    # The node's next tests: cold and without cleaning, as before.
+    with warm_run.warm_node(lab) as cli:
+        name = lab.node_name(0)
         # Cleaning boots the agent, runs no step (nothing is on the
         # disks) and leaves the agent up.
-        cli.node.set_provision_state(name, 'provide')
-        watcher.wait('available', 600, fail_states=('clean failed',))
-        node = cli.node.get(name)
+        node = warm_run.clean(lab)
         runs['after_cleaning'] = {
             'power_state': node.power_state,
             'agent_url': bool(node.driver_internal_info.get('agent_url')),
@@ -93,16 +85,10 @@ def warm_runs(lab):
         # The same node again, without cleaning: cold.
         starts = _starts(lab)
         cli.node.set_provision_state(name, 'rebuild')
-        watcher.wait('active', 600)
+        lab_client.StateWatcher(cli, name).wait('active', 600)
         runs['cold'] = container_job.wait_report(lab, timeout=300)
         runs['cold_starts'] = _starts(lab) - starts
         print(container_job.format_report(runs['cold']))
-    finally:
-        # The node's next tests: cold and without cleaning, as before.
-        cli.node.update(name, [
-            {'op': 'remove', 'path': '/driver_info/fast_track'},
-            {'op': 'replace', 'path': '/automated_clean', 'value': None}])
-        container_job.reclaim(lab)
     return runs
 
 

@@ -147,6 +147,9 @@ def test_bench_summary_and_table():
     result.update(bench_report.summarize_nfs(
         {'staging': {'bytes_before_start': 0, 'nfs_mount_s': 0.4,
                      'mount_s': 1.9}, 'workload_exit_code': 0}, 70.5))
+    result.update(bench_report.summarize_warm(
+        {'warm': True, 'agent_up_for_s': 61.2, 'cold_reason': None}, 8.0,
+        direct))
 
     def streamed(size, start, end, local):
         return ({'artifact': {'size': size},
@@ -184,6 +187,8 @@ def test_bench_summary_and_table():
     assert result['exit_to_poweroff_s'] == 0.6
     assert result['t_ready_s'] == 80.0
     assert result['initramfs_mb'] == 119.4
+    assert result['warm_t_ready_s'] == 8.0
+    assert result['t_ready_warm_over_direct'] == 0.04
     result['targets'] = bench_report.targets(result)
     assert result['targets']['agent_up_s'] == {
         'goal': 20.0, 'measured': 35.7, 'met': False}
@@ -194,6 +199,10 @@ def test_bench_summary_and_table():
     assert re.search(r'^target t_ready_container_over_direct <= 0\.33 +0\.4 '
                      r'\(not met\)$', table, re.M)
     assert re.search(r'^scale: 2 nodes +9\.0/min$', table, re.M)
+    assert re.search(r'^target warm_t_ready_s <= 10\.0 s +8\.0 s \(met\)$',
+                     table, re.M)
+    assert re.search(r'^T_ready warm \(agent left up by cleaning, no boot\) '
+                     r'+8\.00 s$', table, re.M)
     assert re.search(r'^agent-up \(power-on -> first step\) +35\.7 s$',
                      table, re.M)
     assert re.search(r'^  firmware ipxe +9\.10 s$', table, re.M)
