@@ -12,7 +12,7 @@
 
 """Warm nodes on a real QEMU node: cleaning boots the agent and leaves it
 up (fast track); the next container deploy runs on it with no power
-action; a deploy after that run (a rebuild) is cold.
+action; a deploy after that run, without cleaning, is cold.
 
 "No power action" is what the node's host saw: libvirt writes a
 ``starting up`` line to the domain's log at every start of its QEMU
@@ -26,7 +26,6 @@ import os
 import pytest
 
 from bmc_common import protocol
-from bmc_lab import client as lab_client
 from bmc_lab import container_job
 from bmc_lab import nodes
 from bmc_lab import warm_run
@@ -82,10 +81,14 @@ def warm_runs(lab):
         runs['warm'] = container_job.wait_report(lab, timeout=300)
         print(container_job.format_report(runs['warm']))
 
-        # The same node again, without cleaning: cold.
+        # The same node again after that run, without cleaning: cold.
+        # (Undeploy then deploy: Ironic 39.0's rebuild fails before it
+        # reaches the driver, UnboundLocalError on auto_lessee.)
+        cli.node.update(name, [{'op': 'replace', 'path': '/automated_clean',
+                                'value': False}])
+        container_job.undeploy(lab)
         starts = _starts(lab)
-        cli.node.set_provision_state(name, 'rebuild')
-        lab_client.StateWatcher(cli, name).wait('active', 600)
+        container_job.deploy(lab, image, mode=protocol.MODE_JOB)
         runs['cold'] = container_job.wait_report(lab, timeout=300)
         runs['cold_starts'] = _starts(lab) - starts
         print(container_job.format_report(runs['cold']))
