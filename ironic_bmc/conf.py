@@ -140,6 +140,15 @@ opts = [
                      'priorities in [deploy]erase_devices_priority and '
                      '[deploy]erase_devices_metadata_priority always '
                      'apply.'),
+    cfg.BoolOpt('warm_kexec', default=True,
+                help='When the agent cleaning left up (fast track) may be '
+                     'reused but the run boots another kernel, initrds or '
+                     'kernel arguments, have the agent kexec into them '
+                     'instead of rebooting the node through its firmware. '
+                     'A failed kexec load falls back to the reboot.'),
+    cfg.IntOpt('kexec_load_timeout', default=180, min=10,
+               help='Seconds the agent may take to download and load the '
+                    'kernel and initrds of a kexec boot.'),
     cfg.IntOpt('workload_poll_interval', default=10, min=1,
                help='How often (seconds) the conductor asks the agent of '
                     'an ACTIVE node whether its workload still runs.'),

@@ -129,6 +129,17 @@ after ``grace`` seconds; ``reason`` (one of STOP_REASONS) is recorded.
 Returns the workload status, whose ``stop`` is ``{"reason", "signal",
 "grace", "killed", "seconds", "requested"}``."""
 
+STEP_KEXEC_LOAD = 'bmc_kexec_load'
+"""A warm agent downloads a kernel and its initrds and loads them for
+kexec.  Args: ``kernel`` ``{url, sha256, size}``, ``initrds`` (a list of
+the same, joined in order), ``cmdline``.  Returns ``{"method",
+"download_s", "load_s", "initrd_bytes"}``."""
+
+STEP_KEXEC_EXEC = 'bmc_kexec_exec'
+"""The agent stops heartbeating, answers, then jumps into the kernel
+``bmc_kexec_load`` loaded (about a second later); no args.  Returns
+``{"exec_in_s"}``."""
+
 STEP_QUIET_AGENT = 'bmc_quiet_agent'
 """The deploy is over: the agent stops heartbeating (the conductor polls
 it for the workload's state); no args.  Returns ``{"heartbeats":
@@ -197,6 +208,7 @@ REPORT_VERSION = 1
 # Stage names, in the order they happen.
 STAGE_ARTIFACT_READY = 'artifact-ready'
 STAGE_POWER_ON = 'power-on'
+STAGE_KEXEC = 'kexec'
 STAGE_BOOT_FILES_FETCHED = 'boot-files-fetched'
 STAGE_AGENT_UP = 'agent-up'
 STAGE_TUNABLES_APPLIED = 'tunables-applied'
@@ -204,7 +216,8 @@ STAGE_ROOTFS_STAGED = 'rootfs-staged'
 STAGE_WORKLOAD_STARTED = 'workload-started'
 STAGE_WORKLOAD_EXITED = 'workload-exited'
 STAGE_POWERED_OFF = 'powered-off'
-STAGES = (STAGE_ARTIFACT_READY, STAGE_POWER_ON, STAGE_BOOT_FILES_FETCHED,
+STAGES = (STAGE_ARTIFACT_READY, STAGE_POWER_ON, STAGE_KEXEC,
+          STAGE_BOOT_FILES_FETCHED,
           STAGE_AGENT_UP, STAGE_TUNABLES_APPLIED, STAGE_ROOTFS_STAGED,
           STAGE_WORKLOAD_STARTED, STAGE_WORKLOAD_EXITED, STAGE_POWERED_OFF)
 

@@ -190,10 +190,16 @@ REPORT_FIELDS = (
                 'True when the run reused the agent cleaning left up '
                 '(fast track): no power action, no boot.'),
     ReportField('agent_up_for_s', 'number',
-                'Warm runs: how long the agent had been up (since cleaning '
-                'rebooted the node into it).'),
+                'Warm and kexec runs: how long the reused agent had been '
+                'up (since cleaning rebooted the node into it).'),
+    ReportField('kexec', 'object',
+                'kexec runs: what the warm agent loaded (``method``, '
+                '``download_s``, ``load_s``, ``initrd_bytes``) before it '
+                'jumped into the run\'s kernel; the ``boot`` section then '
+                'starts with ``kexec_s`` instead of ``firmware_ipxe_s``.'),
     ReportField('cold_reason', 'string or null',
-                'Cold runs: why the node was booted rather than reused '
+                'Cold and kexec runs: why the agent up was not reused as '
+                'it was, or why the node was booted rather than reused '
                 '(fast track off, no agent booted by cleaning, another '
                 'kernel or kernel arguments, ...).'),
     ReportField('artifact', 'object',

@@ -29,6 +29,7 @@ from oslo_log import log
 
 from ipa_hardware_manager import agent_quiet
 from ipa_hardware_manager import boot_times as node_boot
+from ipa_hardware_manager import kexec
 from ipa_hardware_manager import rootfs as staging
 from ipa_hardware_manager import rootfs_download
 from ipa_hardware_manager import rootfs_stream
@@ -39,6 +40,14 @@ from ipa_hardware_manager import workload_output
 from bmc_common import protocol
 
 LOG = log.getLogger(__name__)
+
+KEXEC_LOAD_ARGSINFO = {
+    'kernel': {'description': '{url, sha256, size} of the kernel',
+               'required': True},
+    'initrds': {'description': 'list of {url, sha256, size}: the initrds, '
+                'joined in this order', 'required': True},
+    'cmdline': {'description': 'the kernel command line', 'required': True},
+}
 
 STAGE_ROOTFS_ARGSINFO = {
     'url': {'description': 'HTTP(S) URL of the rootfs artifact (ramfs, '
@@ -155,6 +164,8 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
             _step(protocol.STEP_STOP_WORKLOAD, STOP_WORKLOAD_ARGSINFO),
             _step(protocol.STEP_COLLECT_OUTPUT, COLLECT_OUTPUT_ARGSINFO),
             _step(protocol.STEP_QUIET_AGENT),
+            _step(protocol.STEP_KEXEC_LOAD, KEXEC_LOAD_ARGSINFO),
+            _step(protocol.STEP_KEXEC_EXEC),
             _step(protocol.STEP_APPLY_TUNABLES,
                   steps_tunables.APPLY_TUNABLES_ARGSINFO),
             _step(protocol.STEP_NOISE_PROBE,
@@ -267,6 +278,32 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         except workload.WorkloadError as exc:
             raise errors.DeploymentError(
                 '%s: %s' % (protocol.STEP_STOP_WORKLOAD, exc)) from exc
+
+    def bmc_kexec_load(self, node, ports, kernel=None, initrds=None,
+                       cmdline=None, **kwargs):
+        """Download and load a kernel for kexec (protocol step)."""
+        _deploy_step()
+        if self.supervisor.status()['state'] == 'running':
+            raise errors.DeploymentError(
+                '%s: a workload is running; a warm agent never kexecs '
+                'next to one' % protocol.STEP_KEXEC_LOAD)
+        try:
+            return kexec.load(kernel, initrds, cmdline)
+        except kexec.KexecError as exc:
+            raise errors.DeploymentError(
+                '%s: %s' % (protocol.STEP_KEXEC_LOAD, exc))
+
+    def bmc_kexec_exec(self, node, ports, **kwargs):
+        """Stop heartbeating, answer, then jump into the loaded kernel
+        (protocol step)."""
+        try:
+            result = kexec.exec_soon()
+        except kexec.KexecError as exc:
+            raise errors.DeploymentError(
+                '%s: %s' % (protocol.STEP_KEXEC_EXEC, exc))
+        # The conductor forgets this agent's token: no more heartbeats.
+        agent_quiet.stop_heartbeats()
+        return result
 
     def bmc_quiet_agent(self, node, ports, **kwargs):
         """The deploy is over: no more heartbeats (protocol step)."""

@@ -173,6 +173,9 @@ def prepare(task, ramdisk_params, extra_kernel_args=()):
 
     ``extra_kernel_args`` (e.g. boot-time tunables) are appended to the
     kernel command line.
+
+    :returns: ``(images, options)``: :func:`boot_images` and the options
+        the iPXE script was rendered with (a kexec boots the same).
     """
     node = task.node
     pxe_utils.create_ipxe_boot_script()
@@ -198,6 +201,14 @@ def prepare(task, ramdisk_params, extra_kernel_args=()):
     _cache_boot_files(task, images)
     manager_utils.node_set_boot_device(task, boot_devices.PXE,
                                        persistent=True)
+    return images, options
+
+
+def kernel_cmdline(options, mac):
+    """The kernel command line the iPXE script gives (without its
+    ``initrd=`` names, which only iPXE and EFI stubs read)."""
+    return ' '.join(['text', options.get('pxe_append_params') or '',
+                     'BOOTIF=%s' % mac]).replace('  ', ' ').strip()
 
 
 #: What the artifact's dm-verity hash tree is published as, beside it.

@@ -62,9 +62,14 @@ def heartbeat_time(node):
     return when.timestamp()
 
 
-def breakdown(powered_on, agent_up, sent, times, first_heartbeat=None):
+def breakdown(powered_on, agent_up, sent, times, first_heartbeat=None,
+              kexec=False):
     """The ``boot`` section from the conductor's times (seconds since the
     epoch) and the node's ``times`` (see ipa_hardware_manager.boot_times).
+
+    ``kexec``: the node did not boot through its firmware but kexec'd
+    from the agent; the first phase (from the kexec's start to the new
+    kernel's) is ``kexec_s``, not ``firmware_ipxe_s``.
     """
     try:
         kernel_start = sent - float(times['uptime'])
@@ -80,6 +85,8 @@ def breakdown(powered_on, agent_up, sent, times, first_heartbeat=None):
         marks['agent_start'] = kernel_start + times['agent_start']
     phases = {}
     for phase, begin, end in PHASES:
+        if kexec and phase == 'firmware_ipxe_s':
+            phase = 'kexec_s'
         if marks.get(begin) is not None and marks.get(end) is not None:
             phases[phase] = round(marks[end] - marks[begin], 2)
         else:
@@ -88,7 +95,8 @@ def breakdown(powered_on, agent_up, sent, times, first_heartbeat=None):
            'phases': phases,
            'marks': {k: round(v, 3) for k, v in marks.items()
                      if v is not None},
-           'aligned_by': 'the node boot clock at the first in-band step'}
+           'aligned_by': 'the node boot clock at the first in-band step',
+           'via': 'kexec' if kexec else 'firmware'}
     if times.get('initrd_kib'):
         out['initramfs_bytes'] = times['initrd_kib'] * 1024
     missing = sorted(p for p, v in phases.items() if v is None)

@@ -41,7 +41,6 @@ from ironic.conductor import utils as manager_utils
 from ironic.conf import CONF
 from ironic.drivers import base
 from ironic.drivers.modules import agent_base
-from ironic.drivers.modules import deploy_utils
 from oslo_log import log
 
 from ironic_bmc import deploy_info
@@ -54,6 +53,7 @@ from ironic_bmc.drivers import deploy_checks
 from ironic_bmc.drivers import deploy_periodics
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import local_state
+from ironic_bmc.drivers import node_boot
 from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.drivers import run_close
@@ -135,10 +135,12 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
     @base.deploy_step(priority=100)
     @run_report.written_once
     def deploy(self, task):
-        """Resolve the image, boot the agent, build the rootfs meanwhile.
+        """Resolve the image, get the agent up, build the rootfs meanwhile.
 
         The build runs outside the node's lock (:mod:`rootfs_build`): the
-        step returns as soon as the node is powered on.
+        step returns as soon as the node is powered on (or kexecs).  With
+        the agent cleaning left up (:mod:`warm`), the next step runs in
+        this call.
         """
         node = task.node
         image_properties.snapshot(task)
@@ -155,7 +157,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         knobs = tuning.requested(node)
         _runtime, kernel_args = tuning.split(knobs)
         # (Claimed first: a deploy that fails from here on consumed it.)
-        up, cold_why = warm.claim(task, warm.boot_identity(task, kernel_args))
+        claim = warm.claim(task, warm.boot_identity(task, kernel_args))
         t_start = time.time()
         resolved = self._resolve(task, container)
         run_report.update(node, report,
@@ -173,12 +175,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             'stream_cache': deploy_info.stream_cache_for(node, container),
             'tunables_strict': container.tunables_strict,
             'results': container.results,
-            'warm': bool(up),
         })
-        if up:
-            self._deploy_warm(task, report, up)
-        else:
-            self._boot(task, report, kernel_args, cold_why)
+        up = node_boot.bring_up(task, report, kernel_args, claim)
         unavailable = energy.start(node)
         if unavailable:
             run_report.update(node, report, energy=unavailable)
@@ -192,36 +190,6 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             deployments.validate_deploy_steps(task)
             return None
         return states.DEPLOYWAIT
-
-    def _boot(self, task, report, kernel_args, cold_why):
-        """Boot the node into the agent with the run's boot files."""
-        node = task.node
-        boot_files.prepare(task, deploy_utils.build_agent_options(node),
-                           extra_kernel_args=kernel_args)
-        run_report.update(node, report, warm=False, cold_reason=cold_why)
-        t_on = time.time()
-        # On with an agent that is not reused (warm.claim): a reboot.
-        manager_utils.node_power_action(
-            task, states.REBOOT if node.power_state == states.POWER_ON
-            else states.POWER_ON)
-        run_report.add_stage(node, report, protocol.STAGE_POWER_ON, t_on,
-                             time.time())
-        info = node.driver_internal_info[DEPLOY_KEY]
-        info['powered_on'] = t_on
-        node.set_driver_internal_info(DEPLOY_KEY, info)
-
-    def _deploy_warm(self, task, report, up):
-        """The agent cleaning left up runs this deploy: no boot."""
-        node = task.node
-        LOG.info('Warm container deploy of node %(node)s: the agent has '
-                 'been up for %(up).0f s', {'node': node.uuid,
-                                            'up': up['agent_up_for_s']})
-        run_report.update(node, report, warm=True, **up)
-        info = node.driver_internal_info[DEPLOY_KEY]
-        # Agent-up is measured from here; the node has no boot to report.
-        info['powered_on'] = time.time()
-        info[boot_report.SENT_KEY] = None
-        node.set_driver_internal_info(DEPLOY_KEY, info)
 
     def _resolve(self, task, container):
         try:

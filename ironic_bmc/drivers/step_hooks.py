@@ -45,11 +45,12 @@ def _boot(node, report, times):
     sent = info.get(boot_report.SENT_KEY)
     if not agent_up or not sent:
         return
+    kexec = info.get('boot_kind') == 'kexec'
     boot = boot_report.breakdown(
         agent_up['start'], agent_up['end'], sent, times,
-        first_heartbeat=info.get(boot_report.HEARTBEAT_KEY))
+        first_heartbeat=info.get(boot_report.HEARTBEAT_KEY), kexec=kexec)
     kernel_start = (boot.get('marks') or {}).get('kernel_start')
-    if CONF.container.boot_http_log and kernel_start:
+    if CONF.container.boot_http_log and kernel_start and not kexec:
         boot['http'] = boot_http_log.split(
             CONF.container.boot_http_log, node.uuid, agent_up['start'],
             kernel_start)

@@ -28,11 +28,13 @@ staging and start of the workload, when it is safe and the same:
   A pre-generated token (virtual media) survives power actions: such a
   node is never warm.
 * **The same**: the run's kernel, agent ramdisk, modules initrd and
-  boot-time kernel arguments are those the agent was booted with.
+  boot-time kernel arguments are those the agent was booted with.  When
+  they differ, the safe agent kexecs into the run's (:mod:`kexec_boot`).
 
 Otherwise the deploy is cold, and the report says why not warm.
 """
 
+import dataclasses
 import hashlib
 import time
 
@@ -40,6 +42,8 @@ from ironic.common import states
 from ironic.conductor import utils as manager_utils
 from ironic.common import utils as ironic_utils
 from oslo_log import log
+
+from ironic_bmc.conf import CONF
 
 from ironic_bmc.drivers import boot_files
 
@@ -101,29 +105,51 @@ def forget(node):
     node.del_driver_internal_info(KEY)
 
 
+#: What :func:`claim` decides.
+WARM = 'warm'
+KEXEC = 'kexec'
+COLD = 'cold'
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """How a deploy boots: ``mode`` (WARM, KEXEC or COLD), how long the
+    reused agent had been up, and why not warm (``reason``)."""
+
+    mode: str
+    agent_up_for_s: float = None
+    reason: str = None
+
+
 def claim(task, wanted):
     """Whether this deploy may use the agent that is up; consumes the mark.
 
     :param wanted: :func:`boot_identity` of this deploy.
-    :returns: ``(warm, why)``: ``warm`` is ``{'agent_up_for_s': ...}`` or
-        None, ``why`` says why the deploy is cold (None when warm).
+    :returns: a :class:`Claim`: WARM when the agent runs what the deploy
+        boots; KEXEC when it may be reused but boots something else (and
+        ``[container]warm_kexec`` is on); otherwise COLD, with the reason.
     """
     node = task.node
     mark = node.del_driver_internal_info(KEY)
     if not ironic_utils.fast_track_enabled(node):
-        return None, 'fast track is off'
+        return Claim(COLD, reason='fast track is off')
     if not mark or not mark.get('token_sha256'):
-        return None, 'no agent booted by cleaning'
+        return Claim(COLD, reason='no agent booted by cleaning')
     if mark['token_sha256'] != _token_digest(node):
-        return None, 'the agent was booted again since cleaning'
+        return Claim(COLD,
+                     reason='the agent was booted again since cleaning')
     if not manager_utils.is_fast_track(task):
-        return None, 'the agent is not up (no recent heartbeat)'
-    if mark['boot'] != wanted:
-        differs = sorted(k for k in wanted
-                         if wanted[k] != mark['boot'].get(k))
-        return None, ('the run boots another %s than the agent up'
-                      % ', '.join(differs))
-    return {'agent_up_for_s': round(time.time() - mark['booted_at'], 3)}, None
+        return Claim(COLD,
+                     reason='the agent is not up (no recent heartbeat)')
+    up_for = round(time.time() - mark['booted_at'], 3)
+    if mark['boot'] == wanted:
+        return Claim(WARM, agent_up_for_s=up_for)
+    differs = sorted(k for k in wanted if wanted[k] != mark['boot'].get(k))
+    reason = ('the run boots another %s than the agent up'
+              % ', '.join(differs))
+    if CONF.container.warm_kexec:
+        return Claim(KEXEC, agent_up_for_s=up_for, reason=reason)
+    return Claim(COLD, reason=reason)
 
 
 def may_be_warm(task):

@@ -54,6 +54,8 @@ class StepsTest(unittest.TestCase):
                           protocol.STEP_STOP_WORKLOAD,
                           protocol.STEP_COLLECT_OUTPUT,
                           protocol.STEP_QUIET_AGENT,
+                          protocol.STEP_KEXEC_LOAD,
+                          protocol.STEP_KEXEC_EXEC,
                           protocol.STEP_APPLY_TUNABLES,
                           protocol.STEP_NOISE_PROBE],
                          [s['step'] for s in steps])

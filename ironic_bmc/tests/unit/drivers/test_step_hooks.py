@@ -124,6 +124,13 @@ class BootReportTestCase(base.ContainerDeployTestCase):
         self.assertEqual(1050.0, boot['marks']['kernel_start'])
         self.assertNotIn('not_measured', boot)
 
+    def test_a_kexec_boot_has_no_firmware_phase(self):
+        boot = boot_report.breakdown(1000.0, 1082.0, 1090.0, BOOT_TIMES,
+                                     first_heartbeat=1080.0, kexec=True)
+        self.assertEqual(50.0, boot['phases']['kexec_s'])
+        self.assertNotIn('firmware_ipxe_s', boot['phases'])
+        self.assertEqual('kexec', boot['via'])
+
     def test_what_the_node_did_not_log_is_named(self):
         boot = boot_report.breakdown(1000.0, 1082.0, 1090.0, {
             'uptime': 40.0, 'kernel': {}})

@@ -17,6 +17,7 @@ from unittest import mock
 
 import fixtures
 
+from ironic.common import exception
 from ironic.common import faults
 from ironic.common import states
 from ironic.conductor import task_manager
@@ -24,7 +25,9 @@ from ironic.conf import CONF
 from oslo_utils import timeutils
 
 from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import cleaning
 from ironic_bmc.drivers import container_deploy
+from ironic_bmc.drivers import kexec_boot
 from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.drivers import warm
@@ -48,7 +51,9 @@ class WarmBase(base.ContainerDeployTestCase):
             container_deploy.manager_utils, 'node_power_action',
             autospec=True)).mock
         self.useFixture(fixtures.MockPatchObject(
-            boot_files, 'prepare', autospec=True))
+            boot_files, 'prepare', autospec=True,
+            return_value=({'deploy_kernel': ('http://h/k', '/k')},
+                          {'pxe_append_params': 'ipa-api-url=x'})))
         # The fake power interface answers what the node records.
         self.node.power_state = states.POWER_ON
         self._agent_up('token-1')
@@ -82,44 +87,57 @@ class WarmTestCase(WarmBase):
 
     def test_the_agent_cleaning_left_up_is_claimed_once(self):
         self._cleaned()
-        up, why = self._claim()
-        self.assertIsNone(why)
-        self.assertGreater(up['agent_up_for_s'], 0)
+        got = self._claim()
+        self.assertEqual(warm.WARM, got.mode)
+        self.assertIsNone(got.reason)
+        self.assertGreater(got.agent_up_for_s, 0)
         # Consumed: the run that follows makes the node cold.
-        up, why = self._claim()
-        self.assertIsNone(up)
-        self.assertEqual('no agent booted by cleaning', why)
+        self.assertEqual(
+            warm.Claim(warm.COLD, reason='no agent booted by cleaning'),
+            self._claim())
 
     def test_an_agent_booted_since_is_not_warm(self):
         self._cleaned()
         # A power action and a new lookup: a new token.
         self._agent_up('token-2')
-        up, why = self._claim()
-        self.assertIsNone(up)
-        self.assertEqual('the agent was booted again since cleaning', why)
+        self.assertEqual(
+            warm.Claim(warm.COLD,
+                       reason='the agent was booted again since cleaning'),
+            self._claim())
 
     def test_without_fast_track_nothing_is_warm(self):
         self._cleaned()
         self.config(fast_track=False, group='deploy')
-        self.assertEqual((None, 'fast track is off'), self._claim())
+        self.assertEqual(warm.Claim(warm.COLD, reason='fast track is off'),
+                         self._claim())
 
     def test_an_agent_silent_too_long_is_not_warm(self):
         self._cleaned()
         old = timeutils.utcnow() - datetime.timedelta(
             seconds=CONF.deploy.fast_track_timeout + 60)
         self._agent_up('token-1', old.strftime('%Y-%m-%dT%H:%M:%S.%f'))
-        up, why = self._claim()
-        self.assertIsNone(up)
-        self.assertIn('not up', why)
+        got = self._claim()
+        self.assertEqual(warm.COLD, got.mode)
+        self.assertIn('not up', got.reason)
 
-    def test_another_kernel_or_kernel_args_is_not_warm(self):
+    def test_another_kernel_or_kernel_args_is_a_kexec(self):
         self._cleaned()
         wanted = dict(DEFAULT_BOOT, kernel='http://h/other',
                       kernel_args=['isolcpus=1'])
-        up, why = self._claim(wanted)
-        self.assertIsNone(up)
+        got = self._claim(wanted)
+        self.assertEqual(warm.KEXEC, got.mode)
         self.assertEqual('the run boots another kernel, kernel_args than '
-                         'the agent up', why)
+                         'the agent up', got.reason)
+        self.assertGreater(got.agent_up_for_s, 0)
+
+    def test_without_kexec_another_boot_is_cold(self):
+        self.config(warm_kexec=False, group='container')
+        self._cleaned()
+        got = self._claim(dict(DEFAULT_BOOT, kernel_args=['isolcpus=1']))
+        self.assertEqual(warm.Claim(
+            warm.COLD,
+            reason='the run boots another kernel_args than the agent up'),
+            got)
 
     def test_a_pregenerated_token_is_never_bound(self):
         self.node.set_driver_internal_info(
@@ -179,10 +197,11 @@ class WarmDeployTestCase(WarmBase):
         self.assertIn('agent_up_for_s', report)
         self.assertNotIn('power-on', [s['name'] for s in report['stages']])
         info = self.node.driver_internal_info['bmc_deploy']
-        self.assertTrue(info['warm'])
+        self.assertEqual('warm', info['boot_kind'])
         self.assertEqual(1, len(self.executor.submitted))
 
     def test_a_warm_node_whose_boot_differs_is_rebooted(self, mock_resolve):
+        self.config(warm_kexec=False, group='container')
         self._cleaned(dict(DEFAULT_BOOT, kernel='http://h/old'))
         self.assertEqual(states.DEPLOYWAIT, self._deploy(mock_resolve))
         self.power.assert_called_once_with(mock.ANY, states.REBOOT)
@@ -192,6 +211,42 @@ class WarmDeployTestCase(WarmBase):
         self.assertEqual('the run boots another kernel than the agent up',
                          report['cold_reason'])
         self.assertNotIn(warm.KEY, self.node.driver_internal_info)
+
+    @mock.patch.object(kexec_boot, 'kexec', autospec=True)
+    def test_another_boot_kexecs_the_warm_agent(self, mock_kexec,
+                                                mock_resolve):
+        mock_kexec.return_value = {'method': 'kexec_file_load',
+                                   'download_s': 1.0, 'load_s': 0.5}
+        self._cleaned(dict(DEFAULT_BOOT, kernel_args=['isolcpus=1']))
+        self.assertEqual(states.DEPLOYWAIT, self._deploy(mock_resolve))
+        # No power action: the agent jumps into the run's kernel.
+        self.power.assert_not_called()
+        mock_kexec.assert_called_once_with(
+            mock.ANY, {'deploy_kernel': ('http://h/k', '/k')},
+            {'pxe_append_params': 'ipa-api-url=x'})
+        report = run_report.get(self.node)
+        self.assertFalse(report['warm'])
+        self.assertEqual('kexec_file_load', report['kexec']['method'])
+        self.assertEqual(['kexec'], [s['name'] for s in report['stages']])
+        info = self.node.driver_internal_info['bmc_deploy']
+        self.assertEqual('kexec', info['boot_kind'])
+        self.refresh.assert_not_called()
+
+    @mock.patch.object(kexec_boot, 'kexec', autospec=True)
+    def test_a_failed_kexec_boots_the_node_cold(self, mock_kexec,
+                                                mock_resolve):
+        mock_kexec.side_effect = exception.IronicException(
+            'bmc_kexec_load: kexec --load exited 1: Permission denied')
+        self._cleaned(dict(DEFAULT_BOOT, kernel_args=['isolcpus=1']))
+        self.assertEqual(states.DEPLOYWAIT, self._deploy(mock_resolve))
+        self.power.assert_called_once_with(mock.ANY, states.REBOOT)
+        report = run_report.get(self.node)
+        self.assertIn('kexec failed: bmc_kexec_load: kexec --load exited 1',
+                      report['cold_reason'])
+        self.assertNotIn('kexec', report)
+        self.assertEqual('cold',
+                         self.node.driver_internal_info['bmc_deploy'][
+                             'boot_kind'])
 
     def test_a_second_deploy_is_cold(self, mock_resolve):
         self._cleaned()
@@ -218,7 +273,7 @@ class CleaningTestCase(WarmBase):
         self.node.instance_info = {}
         self.node.save()
 
-    @mock.patch.object(container_deploy.deploy_utils,
+    @mock.patch.object(cleaning.deploy_utils,
                        'prepare_inband_cleaning', autospec=True,
                        return_value=states.CLEANWAIT)
     def test_a_cold_cleaning_boots_our_files_and_marks_the_boot(
@@ -234,7 +289,7 @@ class CleaningTestCase(WarmBase):
         self.assertEqual(DEFAULT_BOOT, mark['boot'])
         self.assertNotIn('token_sha256', mark)
 
-    @mock.patch.object(container_deploy.deploy_utils,
+    @mock.patch.object(cleaning.deploy_utils,
                        'tear_down_inband_cleaning', autospec=True)
     @mock.patch.object(boot_files, 'clean_up', autospec=True)
     def test_tear_down_binds_the_mark_to_the_agent_up(self, mock_clean,
@@ -249,7 +304,7 @@ class CleaningTestCase(WarmBase):
         self.assertIn('token_sha256', self.node.driver_internal_info[warm.KEY])
         mock_clean.assert_called_once()
 
-    @mock.patch.object(container_deploy.deploy_utils,
+    @mock.patch.object(cleaning.deploy_utils,
                        'tear_down_inband_cleaning', autospec=True)
     @mock.patch.object(boot_files, 'clean_up', autospec=True)
     def test_a_failed_cleaning_leaves_the_node_cold(self, mock_clean,

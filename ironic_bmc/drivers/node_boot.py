@@ -1,0 +1,104 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""How a container deploy gets its agent up: reused, kexec'd or booted.
+
+:func:`warm.claim` decides; this carries it out and records it in the run
+report (``warm``, ``agent_up_for_s``, ``cold_reason``, ``kexec``) and in
+the deploy's ``driver_internal_info`` (``powered_on``: where agent-up is
+measured from; ``boot_kind``).
+"""
+
+import time
+
+from ironic.common import exception
+from ironic.common import states
+from ironic.conductor import utils as manager_utils
+from ironic.drivers.modules import deploy_utils
+from oslo_log import log
+
+from bmc_common import protocol
+from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import boot_report
+from ironic_bmc.drivers import kexec_boot
+from ironic_bmc.drivers import step_hooks
+from ironic_bmc.drivers import warm
+from ironic_bmc import report as run_report
+
+LOG = log.getLogger(__name__)
+
+DEPLOY_KEY = step_hooks.DEPLOY_KEY
+#: driver_internal_info (container deploy): how the agent came up.
+BOOT_KIND_KEY = 'boot_kind'
+
+
+def _mark(node, started, kind):
+    info = node.driver_internal_info[DEPLOY_KEY]
+    info['powered_on'] = started
+    info[BOOT_KIND_KEY] = kind
+    if kind == warm.WARM:
+        # No boot to report: the node's boot marks are the old boot's.
+        info[boot_report.SENT_KEY] = None
+    node.set_driver_internal_info(DEPLOY_KEY, info)
+
+
+def bring_up(task, report, kernel_args, claim):
+    """Reuse, kexec or boot, as ``claim`` says (kexec falls back to a
+    boot).
+
+    :returns: True when the agent is up already (warm): the deploy goes
+        on in this call.
+    """
+    node = task.node
+    if claim.mode == warm.WARM:
+        LOG.info('Warm container deploy of node %(node)s: the agent has '
+                 'been up for %(up).0f s',
+                 {'node': node.uuid, 'up': claim.agent_up_for_s})
+        run_report.update(node, report, warm=True,
+                          agent_up_for_s=claim.agent_up_for_s)
+        _mark(node, time.time(), warm.WARM)
+        return True
+    # (The iPXE script too: a kexec that fails boots it.)
+    staged = boot_files.prepare(task, deploy_utils.build_agent_options(node),
+                                extra_kernel_args=kernel_args)
+    reason = claim.reason
+    if claim.mode == warm.KEXEC:
+        started = time.time()
+        try:
+            loaded = kexec_boot.kexec(task, *staged)
+        except exception.IronicException as exc:
+            LOG.warning('kexec on node %(node)s failed, booting it through '
+                        'its firmware instead: %(err)s',
+                        {'node': node.uuid, 'err': exc})
+            reason = '%s; kexec failed: %s' % (reason, exc)
+        else:
+            LOG.info('Container deploy of node %(node)s: the agent up for '
+                     '%(up).0f s kexecs into the run\'s boot (%(why)s)',
+                     {'node': node.uuid, 'up': claim.agent_up_for_s,
+                      'why': reason})
+            run_report.update(node, report, warm=False, cold_reason=reason,
+                              agent_up_for_s=claim.agent_up_for_s,
+                              kexec=loaded)
+            run_report.add_stage(node, report, protocol.STAGE_KEXEC,
+                                 started, time.time())
+            _mark(node, started, warm.KEXEC)
+            return False
+    run_report.update(node, report, warm=False, cold_reason=reason)
+    started = time.time()
+    # On with an agent that is not reused (warm.claim): a reboot.
+    manager_utils.node_power_action(
+        task, states.REBOOT if node.power_state == states.POWER_ON
+        else states.POWER_ON)
+    run_report.add_stage(node, report, protocol.STAGE_POWER_ON, started,
+                         time.time())
+    _mark(node, started, warm.COLD)
+    return False
