@@ -79,6 +79,7 @@ MODULE_GROUPS = {
     'test_hostile_node.py': 'container',
     'test_warm.py': 'container',
     'test_container_runtime.py': 'runtime',
+    'test_kexec.py': 'runtime',
     'test_takeover.py': 'scaled',
 }
 #: ... but test_smoke's, which go with the lab profile they smoke (their
