@@ -39,7 +39,9 @@ from ipa_hardware_manager import rootfs_download
 LOG = log.getLogger(__name__)
 
 KEXEC = '/sbin/kexec'
-WORK_DIR = '/run/bmc-kexec'
+#: On the ramdisk's root (RAM, not bounded as /run's tmpfs is to a tenth
+#: of it): the agent ramdisk alone is a few hundred MB unpacked.
+WORK_DIR = '/var/lib/bmc-kexec'
 #: Seconds between the exec step's reply and the jump.
 EXEC_DELAY = 2.0
 #: What a load may take (a large initrd is read and copied by the kernel).
@@ -91,8 +93,13 @@ def load(kernel, initrds, cmdline, work_dir=WORK_DIR, kexec=KEXEC):
     kernel_path = os.path.join(work_dir, 'kernel')
     initrd_path = os.path.join(work_dir, 'initrd')
     _fetch(kernel, kernel_path)
-    with open(initrd_path, 'wb') as joined:
-        for i, spec in enumerate(initrds):
+    # The first (the agent ramdisk, the largest) is the joined file; the
+    # others are appended: at most one extra part in RAM at a time.
+    _fetch(initrds[0], initrd_path)
+    with open(initrd_path, 'ab') as joined:
+        for i, spec in enumerate(initrds[1:], 1):
+            # Each archive starts 4-byte aligned, as iPXE lays them out.
+            joined.write(b'\0' * (-joined.tell() % 4))
             part = os.path.join(work_dir, 'initrd.%d' % i)
             _fetch(spec, part)
             with open(part, 'rb') as f:

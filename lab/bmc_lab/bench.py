@@ -50,6 +50,7 @@ from bmc_lab import ironic_service
 from bmc_lab import logcursor
 from bmc_lab import ociimage
 from bmc_lab import scale_bench
+from bmc_lab import ramdisk_peer
 from bmc_lab import scale_report
 from bmc_lab import warm_run
 from bmc_common import protocol
@@ -62,6 +63,8 @@ LARGE_REPO = 'bmc/bench-rootfs-large'
 WORKLOAD = '/bin/true'
 #: stream runs: a service that runs until the image is fully local.
 STREAM_WORKLOAD = ['/bin/sleep', '86400']
+#: kexec runs: a boot-time knob any node can take (one CPU is enough).
+KEXEC_TUNABLES = {'rcu_nocbs': '0'}
 MiB = 1024 * 1024
 
 
@@ -168,6 +171,21 @@ def add_large_file(tree, size):
             left -= n
 
 
+def run_kexec(settings, image, out):
+    """The same job with a boot-time kernel argument on a warm node: the
+    agent kexecs into it."""
+    with warm_run.warm_node(settings, out=out):
+        warm_run.clean(settings, out=out)
+        t0 = time.time()
+        container_job.deploy(settings, image, mode=protocol.MODE_JOB,
+                             extra={protocol.II_TUNABLES: json.dumps(
+                                 KEXEC_TUNABLES)}, out=out)
+        report = container_job.wait_report(settings)
+        container_job.undeploy(settings)
+    started = bench_report.stage(report, protocol.STAGE_WORKLOAD_STARTED)
+    return report, started['end'] - t0
+
+
 def run_warm(settings, image, out):
     """The same job on a node that cleaning left warm (fast track): the
     request to the workload's start without a boot."""
@@ -186,13 +204,19 @@ def run(settings, out=print, large_mb=1536):
         out('Benchmark content: %d files, %.0f MB' % (nfiles, nbytes / 1e6))
         ref = _push(settings, tree, BENCH_REPO)
         disk = direct_job.build_image(settings, tree, WORKLOAD)
+        initrds = ramdisk_peer.build_initrds(settings, tree,
+                                             settings.images_dir)
         large = None
         if large_mb:
             add_large_file(tree, max(0, large_mb * MiB - nbytes))
             large = _push(settings, tree, LARGE_REPO)
     try:
+        starts = len(ramdisk_peer.qemu_starts(settings))
         _t0, report, t_ready = run_container(settings, ref, out)
+        qemu_start = ramdisk_peer.qemu_starts(settings)[starts]
         warm_report, t_ready_warm = run_warm(settings, ref, out)
+        kexec_report, t_ready_kexec = run_kexec(settings, ref, out)
+        peers = ramdisk_peer.run(settings, initrds, WORKLOAD, out=out)
         _t0, nfs_report, t_ready_nfs = run_container(
             settings, ref, out, rootfs=protocol.ROOTFS_NFS)
         stream_report, t_ready_stream = run_stream(settings, ref, out)
@@ -204,6 +228,11 @@ def run(settings, out=print, large_mb=1536):
                                     disk['size'])
     result.update(bench_report.summarize_warm(warm_report, t_ready_warm,
                                               direct))
+    result.update(bench_report.summarize_kexec(kexec_report, t_ready_kexec,
+                                               result))
+    agent_up = bench_report.stage(report, protocol.STAGE_AGENT_UP)
+    result.update(bench_report.summarize_boot_peers(
+        peers, round(agent_up['end'] - qemu_start, 2) if agent_up else None))
     result.update(bench_report.summarize_nfs(nfs_report, t_ready_nfs))
     result.update(bench_report.summarize_stream(
         stream_report, t_ready_stream, large_run, settings.node_memory_mb))

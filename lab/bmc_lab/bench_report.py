@@ -71,6 +71,39 @@ def summarize_warm(report, t_ready, direct):
     }
 
 
+def summarize_kexec(report, t_ready, result):
+    """The kexec run (a warm agent, other kernel arguments) against the
+    cold run less its firmware and iPXE time."""
+    firmware = (result.get('boot_phases') or {}).get('firmware_ipxe_s')
+    floor = (result['t_ready_container_s'] - firmware
+             if firmware is not None else None)
+    return {
+        'kexec_t_ready_s': round(t_ready, 2),
+        'kexec_done': bool(report.get('kexec')),
+        'kexec_cold_reason': report.get('cold_reason'),
+        'kexec_phase_s': ((report.get('boot') or {}).get('phases')
+                          or {}).get('kexec_s'),
+        'cold_t_ready_less_firmware_s': (round(floor, 2)
+                                         if floor is not None else None),
+        'kexec_over_cold_less_firmware': (round(t_ready / floor, 2)
+                                          if floor else None),
+    }
+
+
+def summarize_boot_peers(peers, cold_agent_up_s):
+    """Ironic's ramdisk deploy: the busybox boot floor and the content
+    packed as an initrd."""
+    busybox = peers['busybox_boot_s']
+    return {
+        'busybox_boot_s': busybox,
+        'cold_agent_up_s': cold_agent_up_s,
+        'agent_up_over_busybox': (round(cold_agent_up_s / busybox, 2)
+                                  if cold_agent_up_s and busybox else None),
+        't_ready_ramdisk_deploy_s': peers['t_ready_ramdisk_deploy_s'],
+        'ramdisk_deploy_initrd_mb': peers['ramdisk_deploy_initrd_mb'],
+    }
+
+
 def summarize_nfs(report, t_ready):
     """The same image and workload, its root mounted from NFS."""
     staging = report.get('staging') or {}
@@ -159,6 +192,11 @@ TARGETS = (
     ('t_ready_s', 30.0, 's'),
     ('warm_t_ready_s', 10.0, 's'),
     ('t_ready_warm_over_direct', 0.15, ''),
+    # kexec T_ready <= cold T_ready less the firmware and iPXE time.
+    ('kexec_over_cold_less_firmware', 1.0, ''),
+    # A cold agent-up against the busybox floor of the same node.
+    ('cold_agent_up_s', 25.0, 's'),
+    ('agent_up_over_busybox', 1.5, ''),
     ('exit_to_poweroff_s', 2.0, 's'),
     ('staging_over_raw', 1.3, ''),
     # The scale benchmark's (one conductor): the plugin's own conductor
@@ -241,6 +279,20 @@ def format_table(result, extra_rows=()):
          '%.2f s' % result['warm_t_ready_s'] if result.get('warm')
          else 'cold: %s' % result.get('warm_cold_reason')),
         ('T_ready warm / direct', str(result['t_ready_warm_over_direct'])),
+        ('T_ready kexec (warm agent, other kernel arguments)',
+         '%.2f s' % result['kexec_t_ready_s'] if result.get('kexec_done')
+         else 'no kexec: %s' % result.get('kexec_cold_reason')),
+        ('  kexec -> new kernel', '%s s' % result.get('kexec_phase_s')),
+        ('  cold T_ready less firmware+iPXE', '%s s'
+         % result.get('cold_t_ready_less_firmware_s')),
+        ('ramdisk deploy (Ironic): content as a %s MB initrd'
+         % result.get('ramdisk_deploy_initrd_mb'),
+         '%s s' % result.get('t_ready_ramdisk_deploy_s')),
+        ('busybox initrd boot (QEMU start -> /init)',
+         '%s s' % result.get('busybox_boot_s')),
+        ('cold agent-up (QEMU start -> first step)',
+         '%s s' % result.get('cold_agent_up_s')),
+        ('  / busybox boot', str(result.get('agent_up_over_busybox'))),
     ]
     rows += list(extra_rows)
     if 'targets' in result:

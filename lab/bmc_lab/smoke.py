@@ -157,6 +157,19 @@ def prepare_images(settings):
     return kernel, initrd
 
 
+def ramdisk_patch(kernel, initrd, kernel_args):
+    """The node update for Ironic's ``ramdisk`` deploy of these files."""
+    return [
+        {'op': 'add', 'path': '/deploy_interface', 'value': 'ramdisk'},
+        {'op': 'add', 'path': '/instance_info/kernel',
+         'value': 'file://' + kernel},
+        {'op': 'add', 'path': '/instance_info/ramdisk',
+         'value': 'file://' + initrd},
+        {'op': 'add', 'path': '/instance_info/ramdisk_kernel_arguments',
+         'value': kernel_args},
+    ]
+
+
 def run(settings, index=0, out=print, timeout=600):
     """Deploy, prove the initrd ran, undeploy; returns a result dict."""
     cli = lab_client.get_client(settings)
@@ -170,16 +183,9 @@ def run(settings, index=0, out=print, timeout=600):
     access_log = logcursor.Cursor(settings.log('nginx-access.log'))
     watcher = lab_client.StateWatcher(cli, name)
     t0 = time.time()
-    cli.node.update(name, [
-        {'op': 'add', 'path': '/deploy_interface', 'value': 'ramdisk'},
-        {'op': 'add', 'path': '/instance_info/kernel',
-         'value': 'file://' + kernel},
-        {'op': 'add', 'path': '/instance_info/ramdisk',
-         'value': 'file://' + initrd},
-        {'op': 'add', 'path': '/instance_info/ramdisk_kernel_arguments',
-         'value': 'bmclab.nonce=%s bmclab.callback=%s/callback'
-                  % (nonce, settings.guest_http_url)},
-    ])
+    cli.node.update(name, ramdisk_patch(
+        kernel, initrd, 'bmclab.nonce=%s bmclab.callback=%s/callback'
+        % (nonce, settings.guest_http_url)))
     out('Deploying %s with the ramdisk deploy interface (nonce %s) ...'
         % (name, nonce))
     cli.node.set_provision_state(name, 'active')

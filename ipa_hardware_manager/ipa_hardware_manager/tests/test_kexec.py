@@ -28,7 +28,7 @@ from ironic_python_agent import errors
 from ipa_hardware_manager import kexec
 from ipa_hardware_manager import manager
 
-FILES = {'/kernel': b'K' * 5000, '/ramdisk': b'R' * 7000,
+FILES = {'/kernel': b'K' * 5000, '/ramdisk': b'R' * 7001,
          '/modules': b'M' * 3000}
 
 FAKE_KEXEC = """#!/bin/sh
@@ -98,16 +98,17 @@ class KexecLoadTestCase(unittest.TestCase):
                     _spec(self.base, '/modules')],
                    'text console=ttyS0 isolcpus=1 BOOTIF=52:54:00:00:00:01')
         self.assertEqual('kexec_file_load', got['method'])
-        self.assertEqual(10000, got['initrd_bytes'])
+        self.assertEqual(10001, got['initrd_bytes'])
         with open(self.log) as f:
             argv = f.read().splitlines()
         self.assertEqual(['--load', '--kexec-file-syscall'], argv[:2])
         self.assertIn('--command-line=text console=ttyS0 isolcpus=1 '
                       'BOOTIF=52:54:00:00:00:01', argv)
-        # One initrd: the ramdisk, then the modules, as iPXE loads them.
+        # One initrd: the ramdisk, then the modules 4-byte aligned, as
+        # iPXE loads them.
         with open(self.initrd, 'rb') as f:
-            self.assertEqual(FILES['/ramdisk'] + FILES['/modules'],
-                             f.read())
+            self.assertEqual(FILES['/ramdisk'] + b'\0' * 3
+                             + FILES['/modules'], f.read())
         # The kernel holds its copy: nothing stays in the agent's RAM.
         self.assertFalse(os.path.exists(self.work))
 

@@ -36,6 +36,12 @@ cat /sys/devices/system/cpu/isolated
 
 
 @pytest.fixture(scope='module')
+def lab(lab_pool):
+    """The runtime lab: nodes of two vCPUs (CPU 1 to isolate)."""
+    return lab_pool.get('runtime')
+
+
+@pytest.fixture(scope='module')
 def kexec_run(lab):
     image = container_job.push_demo_image_with(
         lab, 'bmc/kexec-cmdline', {'/cmdline.sh': CMDLINE_JOB},

@@ -16,6 +16,7 @@ import re
 import shutil
 import struct
 import subprocess
+from unittest import mock
 
 import pytest
 
@@ -25,6 +26,7 @@ from bmc_lab import direct_job
 from bmc_lab import diskimage
 from bmc_lab import ironic_service
 from bmc_lab import procs
+from bmc_lab import ramdisk_peer
 from bmc_lab import settings as lab_settings
 
 
@@ -188,6 +190,17 @@ def test_bench_summary_and_table():
     assert result['t_ready_s'] == 80.0
     assert result['initramfs_mb'] == 119.4
     assert result['warm_t_ready_s'] == 8.0
+    result.update(bench_report.summarize_kexec(
+        {'kexec': {'method': 'kexec_file_load'}, 'cold_reason': 'x',
+         'boot': {'phases': {'kexec_s': 1.5}}}, 60.0, result))
+    # Cold 80.0 s less its 9.1 s of firmware and iPXE.
+    assert result['cold_t_ready_less_firmware_s'] == 70.9
+    assert result['kexec_over_cold_less_firmware'] == 0.85
+    assert result['kexec_phase_s'] == 1.5
+    result.update(bench_report.summarize_boot_peers(
+        {'busybox_boot_s': 12.0, 't_ready_ramdisk_deploy_s': 40.0,
+         'ramdisk_deploy_initrd_mb': 120.0}, 30.0))
+    assert result['agent_up_over_busybox'] == 2.5
     assert result['t_ready_warm_over_direct'] == 0.04
     result['targets'] = bench_report.targets(result)
     assert result['targets']['agent_up_s'] == {
@@ -201,6 +214,10 @@ def test_bench_summary_and_table():
     assert re.search(r'^scale: 2 nodes +9\.0/min$', table, re.M)
     assert re.search(r'^target warm_t_ready_s <= 10\.0 s +8\.0 s \(met\)$',
                      table, re.M)
+    assert re.search(r'^target agent_up_over_busybox <= 1\.5 +2\.5 '
+                     r'\(not met\)$', table, re.M)
+    assert re.search(r'^target kexec_over_cold_less_firmware <= 1\.0 +0\.85 '
+                     r'\(met\)$', table, re.M)
     assert re.search(r'^T_ready warm \(agent left up by cleaning, no boot\) '
                      r'+8\.00 s$', table, re.M)
     assert re.search(r'^agent-up \(power-on -> first step\) +35\.7 s$',
@@ -267,3 +284,20 @@ def test_exit_heard_is_read_on_the_conductor_clock():
     direct = {'active_s': 150.0, 'workload_started_s': 200.0}
     assert bench_report.summarize(report, 80.0, 1, 1e6, direct,
                                   1e6)['exit_to_poweroff_s'] is None
+
+
+def test_qemu_starts_are_read_on_the_host_clock(tmp_path, monkeypatch):
+    log = tmp_path / 'bmc-node-0.log'
+    log.write_text(
+        '2026-11-26 06:52:34.132+0000: starting up libvirt version: 9.0.0\n'
+        'LC_ALL=C /usr/bin/qemu-system-x86_64 -name guest=bmc-node-0\n'
+        '2026-11-26 06:54:01.500+0000: starting up libvirt version: 9.0.0\n')
+    monkeypatch.setattr(ramdisk_peer, 'QEMU_LOG', str(tmp_path / '%s.log'))
+    settings = mock.Mock(**{'node_name.return_value': 'bmc-node-0'})
+    starts = ramdisk_peer.qemu_starts(settings)
+    assert [round(t - starts[0], 3) for t in starts] == [0.0, 87.368]
+    assert starts[0] == datetime.datetime(
+        2026, 11, 26, 6, 52, 34, 132000,
+        tzinfo=datetime.timezone.utc).timestamp()
+    settings.node_name.return_value = 'absent'
+    assert ramdisk_peer.qemu_starts(settings) == []
