@@ -18,7 +18,6 @@ so ``validate`` can answer the API call with it.
 
 import dataclasses
 import json
-import re
 
 from ironic.common import exception
 from ironic.common.i18n import _
@@ -29,6 +28,7 @@ from bmc_common import protocol
 from ironic_bmc.conf import CONF
 from ironic_bmc import image_properties
 from ironic_bmc import start_args
+from ironic_bmc import stream_cache
 from ironic_bmc.image import egress
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import reference
@@ -234,7 +234,7 @@ def parse(node):
                                        label(protocol.II_TUNABLES_STRICT))
     if info.get(protocol.II_STREAM_CACHE) not in (None, ''):
         result.stream_cache = str(info[protocol.II_STREAM_CACHE]).strip()
-        stream_cache_bytes(node, result.stream_cache,
+        stream_cache.bytes_of(node, result.stream_cache,
                            label(protocol.II_STREAM_CACHE))
     _run_limits(info, label, result)
     if info.get(protocol.II_RESULTS) not in (None, ''):
@@ -325,66 +325,6 @@ def _run_limits(info, label, result):
                 _('%(label)s: %(err)s')
                 % {'label': label(protocol.II_RLIMITS), 'err': exc})
         result.rlimits = value
-
-
-_SIZE_RE = re.compile(r'^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?$', re.I)
-_PERCENT_RE = re.compile(r'^(\d+(?:\.\d+)?)\s*%$')
-_UNITS = {'': 1, 'K': 1024, 'M': 1024 ** 2, 'G': 1024 ** 3, 'T': 1024 ** 4}
-
-
-def stream_cache_for(node, container):
-    """Bytes of the stream mode's cache bound, or None (the default)."""
-    if (container.rootfs != protocol.ROOTFS_STREAM
-            or container.stream_cache is None):
-        return None
-    return stream_cache_bytes(
-        node, container.stream_cache,
-        image_properties.where(node, protocol.II_STREAM_CACHE))
-
-
-def stream_cache_bytes(node, value, label):
-    """Bytes of ``container_stream_cache``: a number of bytes, a size
-    with a unit (``512M``, ``2GiB``) or a share of the node's RAM
-    (``25%``), at least 1 MiB and at most the node's RAM."""
-    text = str(value).strip()
-    try:
-        memory_mb = int(node.properties.get('memory_mb') or 0)
-    except (TypeError, ValueError):
-        memory_mb = 0
-    ram = memory_mb * 1024 * 1024
-    percent = _PERCENT_RE.match(text)
-    size = _SIZE_RE.match(text)
-    if percent:
-        if not ram:
-            raise exception.InvalidParameterValue(
-                _('%(label)s: %(value)s is a share of RAM, but node %(node)s '
-                  'has no properties/memory_mb; give a size such as 512M')
-                % {'label': label, 'value': text, 'node': node.uuid})
-        share = float(percent.group(1))
-        if not 0 < share <= 100:
-            raise exception.InvalidParameterValue(
-                _('%(label)s: a share of RAM must be more than 0%% and at '
-                  'most 100%%, got %(value)s')
-                % {'label': label, 'value': text})
-        result = int(ram * share / 100)
-    elif size:
-        result = int(float(size.group(1)) * _UNITS[size.group(2).upper()])
-    else:
-        raise exception.InvalidParameterValue(
-            _('%(label)s must be a size (bytes, or with a unit: 512M, '
-              '2G) or a share of the node\'s RAM (25%%), got %(value)r')
-            % {'label': label, 'value': value})
-    if result < 1024 * 1024:
-        raise exception.InvalidParameterValue(
-            _('%(label)s: %(value)s is less than 1 MiB; the node\'s block '
-              'cache needs at least that') % {'label': label, 'value': text})
-    if ram and result > ram:
-        raise exception.InvalidParameterValue(
-            _('%(label)s: %(value)s (%(mib)d MiB) is more than the RAM of '
-              'node %(node)s (properties/memory_mb: %(ram)d MiB)')
-            % {'label': label, 'value': text, 'mib': result // 1024 // 1024,
-               'node': node.uuid, 'ram': memory_mb})
-    return result
 
 
 def noise_probe_args(node):

@@ -44,6 +44,7 @@ from ironic.drivers.modules import agent_base
 from oslo_log import log
 
 from ironic_bmc import deploy_info
+from ironic_bmc import stream_cache
 from ironic_bmc import image_properties
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
@@ -172,7 +173,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             },
             'tunables': knobs,
             'kernel_args': kernel_args,
-            'stream_cache': deploy_info.stream_cache_for(node, container),
+            'stream_cache': stream_cache.for_container(node, container),
             'tunables_strict': container.tunables_strict,
             'results': container.results,
         })

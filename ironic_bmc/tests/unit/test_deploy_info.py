@@ -22,6 +22,7 @@ from ironic.common import exception
 
 from ironic_bmc.conf import CONF
 from ironic_bmc import deploy_info
+from ironic_bmc import stream_cache
 from ironic_bmc.image import egress
 from ironic_bmc.image import pipeline
 from ironic_bmc import image_properties
@@ -106,7 +107,7 @@ def test_stream_cache_sizes(value, expected):
                  container_rootfs='stream', container_stream_cache=value)
     info = deploy_info.parse(node)
     assert info.stream_cache == str(value).strip()
-    assert deploy_info.stream_cache_bytes(node, info.stream_cache,
+    assert stream_cache.bytes_of(node, info.stream_cache,
                                           'x') == expected
 
 
@@ -133,7 +134,7 @@ def test_stream_cache_refused(value, memory_mb, message):
 def test_stream_cache_without_memory_is_not_bounded_by_it():
     node = _node(container_image='r/a:1', container_rootfs='stream',
                  container_stream_cache='64G')
-    assert deploy_info.stream_cache_bytes(
+    assert stream_cache.bytes_of(
         node, deploy_info.parse(node).stream_cache, 'x') == 65536 * MiB
 
 

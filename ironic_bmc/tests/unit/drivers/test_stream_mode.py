@@ -24,6 +24,7 @@ from ironic.drivers.modules import agent_base
 from ironic import objects
 
 from ironic_bmc import deploy_info
+from ironic_bmc import stream_cache
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import container_deploy
 from ironic_bmc.drivers import rootfs
@@ -128,9 +129,9 @@ class StageArgsTestCase(StreamTestCase):
                                        container_stream_cache='25%')
         container = deploy_info.parse(self.node)
         self.assertEqual(512 * MiB,
-                         deploy_info.stream_cache_for(self.node, container))
+                         stream_cache.for_container(self.node, container))
         container.rootfs = 'ramfs'
-        self.assertIsNone(deploy_info.stream_cache_for(self.node,
+        self.assertIsNone(stream_cache.for_container(self.node,
                                                          container))
 
     @mock.patch.object(boot_files, 'unpublish_artifact', autospec=True)
