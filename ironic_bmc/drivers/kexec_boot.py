@@ -17,8 +17,10 @@ boots another kernel, initrds or kernel arguments, the conductor stages
 the run's boot files as for a cold boot (the iPXE script stays the
 fallback), then has the agent
 
-1. download the kernel and initrds from the conductor's HTTP server,
-   check each against the sha256 computed here, and load them
+1. download the kernel and the initrds (packed here into one file, the
+   agent ramdisk compressed again: Ironic's image cache keeps it
+   unpacked) from the conductor's HTTP server, check each against the
+   sha256 computed here, and load them
    (``bmc_kexec_load``; any failure is seen here, and the deploy boots
    the node cold instead);
 2. jump into them (``bmc_kexec_exec``: the agent stops heartbeating,
@@ -30,28 +32,121 @@ uncached, and the deploy waits in DEPLOYWAIT for the new agent's lookup.
 """
 
 import hashlib
+import json
 import os
+import secrets
 
 from ironic.common import exception
 from ironic.common.i18n import _
+from ironic.common import utils
 from ironic.conductor import utils as manager_utils
 from ironic.conf import CONF
+from oslo_log import log
 
 from bmc_common import protocol
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 
+LOG = log.getLogger(__name__)
+
 #: The files a kexec boots, in the order the iPXE script loads them.
 INITRD_LABELS = (boot_files.LABEL_RAMDISK, boot_files.LABEL_MODULES)
+#: Under the HTTP root: the initrds a kexec boots, packed (see _packed).
+PACKED_DIR = 'bmc-kexec'
+#: Packed initrds kept (the newest; one per agent ramdisk and modules).
+PACKED_KEEP = 4
+#: zstd, gzip: archives the kernel unpacks as they are.
+COMPRESSED_MAGIC = (b'\x28\xb5\x2f\xfd', b'\x1f\x8b')
 
 
-def _file_spec(node, label, path):
+def _sha256(path):
     digest = hashlib.sha256()
     with open(path, 'rb') as f:
         for chunk in iter(lambda: f.read(1 << 20), b''):
             digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _file_spec(node, label, path):
     return {'url': '/'.join([CONF.deploy.http_url, node.uuid, label]),
-            'sha256': digest.hexdigest(), 'size': os.path.getsize(path)}
+            'sha256': _sha256(path), 'size': os.path.getsize(path)}
+
+
+def _pack(paths, out):
+    """The initrds as one file: each compressed (zstd) unless it is
+    already, each 4-byte aligned, as the kernel unpacks them in order."""
+    part = out + '.part'
+    try:
+        _pack_into(paths, out, part)
+    finally:
+        if os.path.exists(part):
+            os.unlink(part)
+
+
+def _pack_into(paths, out, part):
+    with open(out, 'wb') as packed:
+        for path in paths:
+            packed.write(b'\0' * (-packed.tell() % 4))
+            with open(path, 'rb') as f:
+                compressed = f.read(4).startswith(COMPRESSED_MAGIC)
+            if not compressed:
+                # Ironic's image cache keeps the agent ramdisk unpacked
+                # (it decompresses zstd): the node would fetch and hash a
+                # few hundred MB.  The conductor has zstd for that cache.
+                utils.execute('zstd', '-q', '-f', '-T0', '-3', '-o', part,
+                              path)
+                path = part
+            with open(path, 'rb') as f:
+                for chunk in iter(lambda: f.read(1 << 20), b''):
+                    packed.write(chunk)
+
+
+def _packed(images):
+    """``(path, url, sha256, size)`` of the initrds of ``images`` packed
+    into one compressed file under the HTTP root, made once per set of
+    source files (their inode, size and mtime name it)."""
+    paths = [images[label][1] for label in INITRD_LABELS if label in images]
+    ident = json.dumps([(os.path.realpath(p), st.st_ino, st.st_size,
+                         st.st_mtime_ns)
+                        for p, st in ((p, os.stat(p)) for p in paths)])
+    name = hashlib.sha256(ident.encode()).hexdigest()[:32] + '.initrd'
+    directory = os.path.join(CONF.deploy.http_root, PACKED_DIR)
+    path = os.path.join(directory, name)
+    url = '/'.join([CONF.deploy.http_url, PACKED_DIR, name])
+    try:
+        with open(path + '.sha256') as f:
+            return path, url, f.read().strip(), os.path.getsize(path)
+    except FileNotFoundError:
+        pass
+    os.makedirs(directory, exist_ok=True)
+    tmp = '%s.%s.tmp' % (path, secrets.token_hex(4))
+    try:
+        _pack(paths, tmp)
+        digest = _sha256(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    with open(path + '.sha256.tmp', 'w') as f:
+        f.write(digest)
+    os.replace(path + '.sha256.tmp', path + '.sha256')
+    LOG.info('Packed the kexec initrds %(src)s into %(path)s (%(size)d '
+             'bytes)', {'src': paths, 'path': path,
+                        'size': os.path.getsize(path)})
+    _prune(directory)
+    return path, url, digest, os.path.getsize(path)
+
+
+def _prune(directory):
+    """Keep the newest :data:`PACKED_KEEP` packed initrds."""
+    found = sorted((os.path.getmtime(os.path.join(directory, n)), n)
+                   for n in os.listdir(directory) if n.endswith('.initrd'))
+    for _mtime, name in found[:-PACKED_KEEP]:
+        for suffix in ('', '.sha256'):
+            try:
+                os.unlink(os.path.join(directory, name + suffix))
+            except FileNotFoundError:
+                pass
 
 
 def _pxe_mac(task):
@@ -67,11 +162,11 @@ def load_args(task, images, options):
     """What ``bmc_kexec_load`` gets: the files the iPXE script would boot,
     with their digests, and its kernel command line."""
     node = task.node
+    _path, url, digest, size = _packed(images)
     return {
         'kernel': _file_spec(node, boot_files.LABEL_KERNEL,
                              images[boot_files.LABEL_KERNEL][1]),
-        'initrds': [_file_spec(node, label, images[label][1])
-                    for label in INITRD_LABELS if label in images],
+        'initrds': [{'url': url, 'sha256': digest, 'size': size}],
         'cmdline': boot_files.kernel_cmdline(options, _pxe_mac(task)),
     }
 

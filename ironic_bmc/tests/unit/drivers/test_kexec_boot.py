@@ -20,6 +20,7 @@ from unittest import mock
 
 from ironic.common import exception
 from ironic.conductor import task_manager
+from ironic.conf import CONF
 from ironic.tests.unit.objects import utils as obj_utils
 
 from bmc_common import protocol
@@ -39,8 +40,8 @@ class KexecBootTestCase(base.ContainerDeployTestCase):
                                    address=MAC, pxe_enabled=True)
         self.images = {}
         for label, body in ((boot_files.LABEL_KERNEL, b'kernel'),
-                            (boot_files.LABEL_RAMDISK, b'agent'),
-                            (boot_files.LABEL_MODULES, b'modules')):
+                            (boot_files.LABEL_RAMDISK, b'070701agent'),
+                            (boot_files.LABEL_MODULES, b'\x1f\x8bmodules')):
             path = os.path.join(self.useFixture(
                 __import__('fixtures').TempDir()).path, label)
             with open(path, 'wb') as f:
@@ -55,22 +56,47 @@ class KexecBootTestCase(base.ContainerDeployTestCase):
                                            {'deploy': []})
         self.node.save()
 
-    def test_the_agent_gets_the_ipxe_boot(self):
+    @mock.patch.object(kexec_boot.utils, 'execute')
+    def test_the_agent_gets_the_ipxe_boot(self, mock_execute):
+        def zstd(*argv):
+            with open(argv[argv.index('-o') + 1], 'wb') as out, \
+                    open(argv[-1], 'rb') as src:
+                out.write(b'\x28\xb5\x2f\xfd' + src.read())
+        mock_execute.side_effect = zstd
         with task_manager.acquire(self.context, self.node.uuid) as task:
             args = kexec_boot.load_args(task, self.images, self.options)
+            again = kexec_boot.load_args(task, self.images, self.options)
+        self.assertEqual(args, again)
+        # Packed once: the ramdisk compressed, the modules (gzip) as they
+        # are, each 4-byte aligned.
+        mock_execute.assert_called_once_with(
+            'zstd', '-q', '-f', '-T0', '-3', '-o', mock.ANY,
+            self.images['deploy_ramdisk'][1])
         base_url = 'http://10.0.2.100:8080/%s/' % self.node.uuid
         self.assertEqual(
             {'url': base_url + 'deploy_kernel',
              'sha256': hashlib.sha256(b'kernel').hexdigest(), 'size': 6},
             args['kernel'])
-        self.assertEqual([base_url + 'deploy_ramdisk',
-                          base_url + 'bmc_modules'],
-                         [i['url'] for i in args['initrds']])
+        [initrd] = args['initrds']
+        packed = b'\x28\xb5\x2f\xfd070701agent\0\x1f\x8bmodules'
+        self.assertEqual(
+            {'sha256': hashlib.sha256(packed).hexdigest(),
+             'size': len(packed)},
+            {k: initrd[k] for k in ('sha256', 'size')})
+        self.assertTrue(initrd['url'].startswith(
+            'http://10.0.2.100:8080/bmc-kexec/'), initrd['url'])
+        name = initrd['url'].rsplit('/', 1)[1]
+        with open(os.path.join(CONF.deploy.http_root, 'bmc-kexec',
+                               name), 'rb') as f:
+            self.assertEqual(packed, f.read())
         self.assertEqual('text nofb console=ttyS0 ipa-api-url=http://a:6385 '
                          'isolcpus=1 BOOTIF=%s' % MAC, args['cmdline'])
 
+    @mock.patch.object(kexec_boot, '_packed', autospec=True,
+                       return_value=('/p', 'http://h/p', 'a' * 64, 4))
     @mock.patch.object(agent_calls, 'call', autospec=True)
-    def test_a_kexec_forgets_the_agent_as_a_reboot_does(self, mock_call):
+    def test_a_kexec_forgets_the_agent_as_a_reboot_does(self, mock_call,
+                                                        _packed):
         mock_call.side_effect = [{'method': 'kexec_file_load'},
                                  {'exec_in_s': 2.0}]
         with task_manager.acquire(self.context, self.node.uuid) as task:
@@ -83,8 +109,11 @@ class KexecBootTestCase(base.ContainerDeployTestCase):
                     'agent_cached_deploy_steps'):
             self.assertNotIn(key, info)
 
+    @mock.patch.object(kexec_boot, '_packed', autospec=True,
+                       return_value=('/p', 'http://h/p', 'a' * 64, 4))
     @mock.patch.object(agent_calls, 'call', autospec=True)
-    def test_a_failed_load_leaves_the_agent_known(self, mock_call):
+    def test_a_failed_load_leaves_the_agent_known(self, mock_call,
+                                                  _packed):
         mock_call.side_effect = exception.IronicException('no kexec')
         with task_manager.acquire(self.context, self.node.uuid) as task:
             self.assertRaises(exception.IronicException, kexec_boot.kexec,
