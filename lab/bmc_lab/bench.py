@@ -63,6 +63,8 @@ LARGE_REPO = 'bmc/bench-rootfs-large'
 WORKLOAD = '/bin/true'
 #: stream runs: a service that runs until the image is fully local.
 STREAM_WORKLOAD = ['/bin/sleep', '86400']
+#: Container jobs: long enough to end after the deploy has.
+JOB_WORKLOAD = ['/bin/sleep', '5']
 #: kexec runs: a boot-time knob any node can take (one CPU is enough).
 KEXEC_TUNABLES = {'rcu_nocbs': '0'}
 MiB = 1024 * 1024
@@ -113,7 +115,10 @@ def _conductor_logs(settings):
 
 def run_container(settings, image, out, rootfs=protocol.ROOTFS_RAMFS):
     t0 = time.time()
-    extra = {protocol.II_ROOTFS: rootfs}
+    # The job outlives the deploy's end, so its exit is heard from the
+    # agent's heartbeat (exit_to_poweroff_s), not read by the first check.
+    extra = {protocol.II_ROOTFS: rootfs,
+             protocol.II_COMMAND: json.dumps(JOB_WORKLOAD)}
     if rootfs == protocol.ROOTFS_RAMFS:
         extra[protocol.II_MEASURE_LINK] = 'true'
     logs = _conductor_logs(settings)
