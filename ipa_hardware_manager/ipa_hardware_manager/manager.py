@@ -281,8 +281,10 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
 
     def bmc_kexec_load(self, node, ports, kernel=None, initrds=None,
                        cmdline=None, **kwargs):
-        """Download and load a kernel for kexec (protocol step)."""
-        _deploy_step()
+        """Download and load a kernel for kexec (protocol step).
+
+        No prompt heartbeat when it ends (the conductor waits for its
+        result itself, and the agent is about to be replaced)."""
         if self.supervisor.status()['state'] == 'running':
             raise errors.DeploymentError(
                 '%s: a workload is running; a warm agent never kexecs '

@@ -338,6 +338,14 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             # for the agent's next one (IPA: 90-180 s later).  Wait for
             # the lock instead; the heartbeat runs in a worker of its own.
             agent_calls.wait_for_lock(task, CONF.container.heartbeat_lock_wait)
+            if (not task.shared and not task.node.driver_internal_info.get(
+                    'agent_secret_token')):
+                # Its token was checked before the wait, and is gone now:
+                # the agent was rebooted meanwhile (a kexec, a power
+                # action).  Its agent_url must not be recorded.
+                LOG.info('Ignoring a heartbeat of node %s from an agent '
+                         'rebooted while it waited for the lock', node.uuid)
+                return
         # What Ironic reads of the agent now (the steps' results) is
         # bounded as our own calls are.
         agent_calls.bound_ironic_client(task)

@@ -136,6 +136,7 @@ class ExitHeartbeatTestCase(base.ContainerDeployTestCase):
     @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
     def test_deploy_heartbeats_are_ironics(self, mock_super, mock_status):
         self.node.provision_state = states.DEPLOYWAIT
+        self.node.set_driver_internal_info('agent_secret_token', TOKEN)
         self.node.save()
         with task_manager.acquire(self.context, self.node.uuid,
                                   shared=True) as task:
@@ -148,11 +149,14 @@ class ExitHeartbeatTestCase(base.ContainerDeployTestCase):
                 'start', 'message')
         mock_status.assert_not_called()
 
-    def _held_heartbeat(self, mock_super, state, released_at_try):
+    def _held_heartbeat(self, mock_super, state, released_at_try,
+                        wipe_token=False, called=True):
         """A deploy heartbeat on a node another conductor holds, until
         the ``released_at_try``-th try to reserve it; the tries."""
         self.node.provision_state = state
         self.node.reservation = 'other-conductor'
+        # (Deploying: Ironic's token is the agent's.)
+        self.node.set_driver_internal_info('agent_secret_token', TOKEN)
         self.node.save()
         tries = []
         real_reserve = objects.Node.reserve
@@ -160,6 +164,11 @@ class ExitHeartbeatTestCase(base.ContainerDeployTestCase):
         def reserve(*args, **kwargs):
             tries.append(True)
             if len(tries) == released_at_try:
+                if wipe_token:
+                    node = objects.Node.get_by_uuid(self.context,
+                                                    self.node.uuid)
+                    node.del_driver_internal_info('agent_secret_token')
+                    node.save()
                 objects.Node.release(self.context, 'other-conductor',
                                      self.node.id)
             return real_reserve(*args, **kwargs)
@@ -171,9 +180,25 @@ class ExitHeartbeatTestCase(base.ContainerDeployTestCase):
                 task.driver.deploy.heartbeat(task, 'http://x:9999',
                                              '13.0.0')
                 self.assertFalse(task.shared)
-                mock_super.assert_called_once_with(
-                    task.driver.deploy, task, 'http://x:9999', '13.0.0')
+                if called:
+                    mock_super.assert_called_once_with(
+                        task.driver.deploy, task, 'http://x:9999', '13.0.0')
+                else:
+                    mock_super.assert_not_called()
         return len(tries)
+
+    @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
+    def test_a_heartbeat_outlived_by_its_agent_is_ignored(self, mock_super,
+                                                          mock_status):
+        # Sent by the agent that a kexec (or a power action) replaced
+        # while the heartbeat waited for the lock: the conductor forgot
+        # that agent's token; its URL must not be recorded.
+        self.config(node_locked_retry_interval=0.01, group='conductor')
+        self._held_heartbeat(mock_super, states.DEPLOYWAIT,
+                             released_at_try=1, wipe_token=True,
+                             called=False)
+        self.assertNotIn('agent_url', objects.Node.get_by_uuid(
+            self.context, self.node.uuid).driver_internal_info)
 
     @mock.patch.object(agent_base.HeartbeatMixin, 'heartbeat', autospec=True)
     def test_deploy_heartbeat_waits_for_the_step_lock(self, mock_super,
