@@ -31,6 +31,9 @@ LOG = log.getLogger(__name__)
 #: driver_internal_info (container deploy) keys this module uses.
 SENT_KEY = 'boot_times_sent'
 HEARTBEAT_KEY = 'first_heartbeat'
+#: How the agent came up: ``warm``, ``kexec`` or ``cold`` (node_boot).
+KIND_KEY = 'boot_kind'
+KIND_KEXEC = 'kexec'
 
 #: (phase, from mark, to mark), in boot order.
 PHASES = (

@@ -158,7 +158,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         knobs = tuning.requested(node)
         _runtime, kernel_args = tuning.split(knobs)
         # (Claimed first: a deploy that fails from here on consumed it.)
-        claim = warm.claim(task, warm.boot_identity(task, kernel_args))
+        claim = warm.claim(task, warm.boot_identity(images, kernel_args))
         t_start = time.time()
         resolved = self._resolve(task, container)
         run_report.update(node, report,

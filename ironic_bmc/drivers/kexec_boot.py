@@ -46,6 +46,7 @@ from oslo_log import log
 from bmc_common import protocol
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
+from ironic_bmc.kernel import artifact
 
 LOG = log.getLogger(__name__)
 
@@ -59,17 +60,10 @@ PACKED_KEEP = 4
 COMPRESSED_MAGIC = (b'\x28\xb5\x2f\xfd', b'\x1f\x8b')
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for chunk in iter(lambda: f.read(1 << 20), b''):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _file_spec(node, label, path):
     return {'url': '/'.join([CONF.deploy.http_url, node.uuid, label]),
-            'sha256': _sha256(path), 'size': os.path.getsize(path)}
+            'sha256': artifact.sha256_file(path),
+            'size': os.path.getsize(path)}
 
 
 def _pack(paths, out):
@@ -122,7 +116,7 @@ def _packed(images):
     tmp = '%s.%s.tmp' % (path, secrets.token_hex(4))
     try:
         _pack(paths, tmp)
-        digest = _sha256(tmp)
+        digest = artifact.sha256_file(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -37,14 +37,12 @@ from ironic_bmc import report as run_report
 LOG = log.getLogger(__name__)
 
 DEPLOY_KEY = step_hooks.DEPLOY_KEY
-#: driver_internal_info (container deploy): how the agent came up.
-BOOT_KIND_KEY = 'boot_kind'
 
 
 def _mark(node, started, kind):
     info = node.driver_internal_info[DEPLOY_KEY]
     info['powered_on'] = started
-    info[BOOT_KIND_KEY] = kind
+    info[boot_report.KIND_KEY] = kind
     if kind == warm.WARM:
         # No boot to report: the node's boot marks are the old boot's.
         info[boot_report.SENT_KEY] = None

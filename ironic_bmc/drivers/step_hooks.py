@@ -45,7 +45,7 @@ def _boot(node, report, times):
     sent = info.get(boot_report.SENT_KEY)
     if not agent_up or not sent:
         return
-    kexec = info.get('boot_kind') == 'kexec'
+    kexec = info.get(boot_report.KIND_KEY) == boot_report.KIND_KEXEC
     boot = boot_report.breakdown(
         agent_up['start'], agent_up['end'], sent, times,
         first_heartbeat=info.get(boot_report.HEARTBEAT_KEY), kexec=kexec)

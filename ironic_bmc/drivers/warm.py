@@ -46,6 +46,7 @@ from oslo_log import log
 from ironic_bmc.conf import CONF
 
 from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import boot_report
 
 LOG = log.getLogger(__name__)
 
@@ -53,10 +54,10 @@ LOG = log.getLogger(__name__)
 KEY = 'bmc_warm_agent'
 
 
-def boot_identity(task, kernel_args=()):
-    """What a container deploy of the node boots: kernel, agent ramdisk,
-    modules initrd (hrefs) and the added kernel arguments."""
-    images = boot_files.boot_images(task)
+def boot_identity(images, kernel_args=()):
+    """What a container deploy boots: kernel, agent ramdisk, modules
+    initrd (hrefs, from :func:`boot_files.boot_images`) and the added
+    kernel arguments."""
     return {
         'kernel': images[boot_files.LABEL_KERNEL][0],
         'ramdisk': images[boot_files.LABEL_RAMDISK][0],
@@ -76,7 +77,7 @@ def booting_for_cleaning(task):
     """Cleaning reboots the node into the agent with these boot files."""
     node = task.node
     node.set_driver_internal_info(KEY, {
-        'boot': boot_identity(task),
+        'boot': boot_identity(boot_files.boot_images(task)),
         'booted_at': round(time.time(), 3),
     })
 
@@ -107,7 +108,7 @@ def forget(node):
 
 #: What :func:`claim` decides.
 WARM = 'warm'
-KEXEC = 'kexec'
+KEXEC = boot_report.KIND_KEXEC
 COLD = 'cold'
 
 

@@ -58,13 +58,7 @@ mount --bind /proc /newroot/proc 2>/dev/null
 mount --bind /dev /newroot/dev 2>/dev/null
 chroot /newroot $cmd &
 echo "{marker} nonce=$nonce"
-ip link set eth0 up
-ip addr add 10.0.2.15/24 dev eth0
-for i in $(seq 1 20); do
-    timeout 10 wget -q -O /dev/null "$callback/$nonce" && break
-    sleep 1
-done
-wait
+""" + smoke.CALL_BACK + """wait
 echo "BMC-DISK workload-exited nonce=$nonce"
 while true; do sleep 3600; done
 """

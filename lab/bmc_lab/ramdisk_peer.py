@@ -48,15 +48,9 @@ for m in {modules}; do insmod "$m" 2>/dev/null; done
 if [ -n "$cmd" ]; then $cmd & fi
 echo "%(started)s nonce=$nonce"
 for i in $(seq 1 40); do [ -e /sys/class/net/eth0 ] && break; sleep 0.25; done
-ip link set eth0 up
-ip addr add 10.0.2.15/24 dev eth0
-for i in $(seq 1 20); do
-    timeout 10 wget -q -O /dev/null "$callback/$nonce" && break
-    sleep 1
-done
-wait
+""" % {'booted': BOOTED, 'started': STARTED} + smoke.CALL_BACK + """wait
 while true; do sleep 3600; done
-""" % {'booted': BOOTED, 'started': STARTED}
+"""
 
 
 def qemu_starts(settings, index=0):

@@ -46,6 +46,16 @@ nonce=$(sed -n 's/.*bmclab.nonce=\\([^ ]*\\).*/\\1/p' /proc/cmdline)
 callback=$(sed -n 's/.*bmclab.callback=\\([^ ]*\\).*/\\1/p' /proc/cmdline)
 """
 
+#: Bring eth0 up (QEMU user networking) and call back to the lab's HTTP
+#: server with the nonce, retrying while the link comes up under TCG.
+CALL_BACK = """ip link set eth0 up
+ip addr add 10.0.2.15/24 dev eth0
+for i in $(seq 1 20); do
+    timeout 10 wget -q -O /dev/null "$callback/$nonce" && break
+    sleep 1
+done
+"""
+
 INIT = INIT_HEAD + """echo "BMC-LAB-SMOKE booted nonce=$nonce"
 for m in {modules}; do insmod "$m"; done
 for i in $(seq 1 40); do [ -e /sys/class/net/eth0 ] && break; sleep 0.25; done

@@ -116,6 +116,16 @@ class CapturingExecutor:
     def __init__(self):
         self.submitted = []
 
+    @classmethod
+    def install(cls, test):
+        """The rootfs builds of ``test`` go to a new one; returned."""
+        executor = cls()
+        test.useFixture(fixtures.MockPatchObject(
+            rootfs_build, '_get_executor', return_value=executor))
+        test.useFixture(fixtures.MockPatchObject(
+            rootfs_build, '_in_progress', set()))
+        return executor
+
     def submit(self, fn, *args, **kwargs):
         self.submitted.append((fn, args, kwargs))
         return mock.Mock()
@@ -135,11 +145,7 @@ class DeployStepTestCase(ContainerDeployTestCase):
 
     def setUp(self):
         super().setUp()
-        self.executor = CapturingExecutor()
-        self.useFixture(fixtures.MockPatchObject(
-            rootfs_build, '_get_executor', return_value=self.executor))
-        self.useFixture(fixtures.MockPatchObject(
-            rootfs_build, '_in_progress', set()))
+        self.executor = CapturingExecutor.install(self)
 
     def _deploy(self, mock_resolve):
         mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),

@@ -29,7 +29,6 @@ from oslo_utils import uuidutils
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import container_deploy
 from ironic_bmc.drivers import rootfs
-from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.nfs import ganesha
 from ironic_bmc.tests.unit.drivers import test_container_deploy as base
 
@@ -82,11 +81,7 @@ class DeployTestCase(NfsTestCase):
 
     def setUp(self):
         super().setUp()
-        self.executor = base.CapturingExecutor()
-        self.useFixture(fixtures.MockPatchObject(
-            rootfs_build, '_get_executor', return_value=self.executor))
-        self.useFixture(fixtures.MockPatchObject(
-            rootfs_build, '_in_progress', set()))
+        self.executor = base.CapturingExecutor.install(self)
 
     def test_server_down_fails_before_power_on(self, mock_resolve,
                                                mock_boot, mock_power):

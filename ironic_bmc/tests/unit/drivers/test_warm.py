@@ -29,7 +29,6 @@ from ironic_bmc.drivers import cleaning
 from ironic_bmc.drivers import container_deploy
 from ironic_bmc.drivers import kexec_boot
 from ironic_bmc.drivers import rootfs
-from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.drivers import warm
 from ironic_bmc import report as run_report
 from ironic_bmc.tests.unit.drivers import test_container_deploy as base
@@ -164,11 +163,7 @@ class WarmDeployTestCase(WarmBase):
 
     def setUp(self):
         super().setUp()
-        self.executor = base.CapturingExecutor()
-        self.useFixture(fixtures.MockPatchObject(
-            rootfs_build, '_get_executor', return_value=self.executor))
-        self.useFixture(fixtures.MockPatchObject(
-            rootfs_build, '_in_progress', set()))
+        self.executor = base.CapturingExecutor.install(self)
         self.refresh = self.useFixture(fixtures.MockPatchObject(
             container_deploy.ContainerDeploy, 'refresh_steps',
             autospec=True)).mock
@@ -292,32 +287,24 @@ class CleaningTestCase(WarmBase):
     @mock.patch.object(cleaning.deploy_utils,
                        'tear_down_inband_cleaning', autospec=True)
     @mock.patch.object(boot_files, 'clean_up', autospec=True)
-    def test_tear_down_binds_the_mark_to_the_agent_up(self, mock_clean,
-                                                      mock_inband):
+    def _tear_down(self, mock_clean, mock_inband, fault=None):
+        """Cleaning that booted (and marked) the agent ends; the mark."""
         self.node.set_driver_internal_info(
             warm.KEY, {'boot': DEFAULT_BOOT, 'booted_at': 1.0})
+        self.node.fault = fault
         self.node.save()
         with task_manager.acquire(self.context, self.node.uuid) as task:
             task.driver.deploy.tear_down_cleaning(task)
             task.node.save()
-        self.node.refresh()
-        self.assertIn('token_sha256', self.node.driver_internal_info[warm.KEY])
         mock_clean.assert_called_once()
-
-    @mock.patch.object(cleaning.deploy_utils,
-                       'tear_down_inband_cleaning', autospec=True)
-    @mock.patch.object(boot_files, 'clean_up', autospec=True)
-    def test_a_failed_cleaning_leaves_the_node_cold(self, mock_clean,
-                                                    mock_inband):
-        self.node.set_driver_internal_info(
-            warm.KEY, {'boot': DEFAULT_BOOT, 'booted_at': 1.0})
-        self.node.fault = faults.CLEAN_FAILURE
-        self.node.save()
-        with task_manager.acquire(self.context, self.node.uuid) as task:
-            task.driver.deploy.tear_down_cleaning(task)
-            task.node.save()
         self.node.refresh()
-        self.assertNotIn(warm.KEY, self.node.driver_internal_info)
+        return self.node.driver_internal_info.get(warm.KEY)
+
+    def test_tear_down_binds_the_mark_to_the_agent_up(self):
+        self.assertIn('token_sha256', self._tear_down())
+
+    def test_a_failed_cleaning_leaves_the_node_cold(self):
+        self.assertIsNone(self._tear_down(fault=faults.CLEAN_FAILURE))
 
     @mock.patch('ironic.drivers.modules.agent_base.get_steps', autospec=True)
     def test_disk_erasure_only_when_asked(self, mock_steps):
