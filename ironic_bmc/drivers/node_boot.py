@@ -37,6 +37,8 @@ from ironic_bmc import report as run_report
 LOG = log.getLogger(__name__)
 
 DEPLOY_KEY = step_hooks.DEPLOY_KEY
+#: What the report keeps of ``bmc_kexec_load``'s reply (the protocol's).
+KEXEC_FIELDS = ('method', 'download_s', 'load_s', 'initrd_bytes')
 
 
 def _mark(node, started, kind):
@@ -83,9 +85,10 @@ def bring_up(task, report, kernel_args, claim):
                      '%(up).0f s kexecs into the run\'s boot (%(why)s)',
                      {'node': node.uuid, 'up': claim.agent_up_for_s,
                       'why': reason})
+            # Only the protocol's fields of the agent's reply are kept.
             run_report.update(node, report, warm=False, cold_reason=reason,
                               agent_up_for_s=claim.agent_up_for_s,
-                              kexec=loaded)
+                              kexec={k: loaded.get(k) for k in KEXEC_FIELDS})
             run_report.add_stage(node, report, protocol.STAGE_KEXEC,
                                  started, time.time())
             _mark(node, started, warm.KEXEC)
