@@ -19,10 +19,13 @@ IPA keeps the result of every command it ran: a status poll every 10 s
 is 60,000 results a week.  So, reaching the running agent through its
 ``deploy`` extension (as IPA's own extensions do):
 
-* :func:`prompt_heartbeats` (while deploying): IPA heartbeats after each
-  command ends, but its heartbeat thread wakes only every 5 s, so the
-  conductor learned of each step's end up to 5 s late; it now wakes every
-  second (the retry pace after a failed heartbeat stays as it was);
+* :func:`prompt_heartbeats` (from the agent's start): IPA heartbeats
+  after each command ends, but its heartbeat thread wakes only every 5 s
+  and sends a forced heartbeat no sooner than 5 s after the last one, so
+  the conductor learned of each step's end up to 5 s late (the first
+  step of every deploy lost 4-5 s: it ends within seconds of the
+  lookup's heartbeat); it now wakes every second (the retry pace after a
+  failed heartbeat stays as it was);
 * :func:`stop_heartbeats` stops the heartbeat thread;
 * :func:`heartbeat_now` sends one heartbeat when the workload ends on its
   own, once the conductor said it accepts them again (``notify_exit``);
@@ -53,13 +56,14 @@ def _agent():
 PROMPT_INTERVAL = 1.0
 
 
-def prompt_heartbeats(agent=None):
-    """Make the heartbeat that follows a command's end prompt; whether
-    the agent's heartbeater could be reached."""
-    agent = agent or _agent()
-    heartbeater = getattr(agent, 'heartbeater', None)
-    if heartbeater is None or not hasattr(heartbeater,
-                                          'min_heartbeat_interval'):
+def prompt_heartbeats(heartbeater):
+    """Make the heartbeat that follows a command's end prompt.
+
+    :param heartbeater: IPA's heartbeat thread class: every heartbeater
+        the agent builds after this call is prompt.
+    :returns: whether it has the attributes to change (IPA 13's).
+    """
+    if not hasattr(heartbeater, 'min_heartbeat_interval'):
         return False
     was = heartbeater.min_heartbeat_interval
     if was <= PROMPT_INTERVAL:

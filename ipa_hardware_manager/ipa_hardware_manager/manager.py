@@ -24,6 +24,7 @@ code, as service steps, so the conductor can query or stop the workload of
 an ACTIVE node.
 """
 
+from ironic_python_agent import agent as ipa_agent
 from ironic_python_agent import errors, hardware
 from oslo_log import log
 
@@ -146,9 +147,15 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         # Every machine can run a container; nothing to detect.  The level
         # only orders dispatch: this manager implements no inventory
         # method, so those still reach the generic manager.  A pure probe,
-        # as IPA expects: it may ask at any time (the heartbeater is made
-        # prompt by the deploy steps themselves, see _deploy_step).
+        # as IPA expects: it may ask at any time.
         return hardware.HardwareSupport.SERVICE_PROVIDER
+
+    def initialize(self):
+        """Once per agent, when IPA caches its managers: before the lookup,
+        so before IPA builds its heartbeat thread, whose first wait (5 s
+        after the lookup's heartbeat) would delay the end of the first
+        step of every deploy (agent_quiet.prompt_heartbeats)."""
+        agent_quiet.prompt_heartbeats(ipa_agent.IronicPythonAgentHeartbeater)
 
     @property
     def supervisor(self):
@@ -186,7 +193,6 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                          nfs=None, verity=None, stream=None,
                          boot_times=False, **kwargs):
         """Download, verify and mount the rootfs (protocol step)."""
-        _deploy_step()
         times = _boot_times(boot_times)
         if self.supervisor.status()['state'] == 'running':
             raise errors.DeploymentError(
@@ -220,7 +226,6 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                            stop_grace=workload.DEFAULT_GRACE,
                            output_max=workload.DEFAULT_OUTPUT_MAX, **kwargs):
         """Start the workload in the staged root (protocol step)."""
-        _deploy_step()
         staged = staging.load()
         try:
             if not staged:
@@ -350,7 +355,6 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
     def bmc_apply_tunables(self, node, ports, tunables=None, strict=False,
                            boot_times=False, **kwargs):
         """Apply run-time tunables, verify boot-time ones (protocol step)."""
-        _deploy_step()
         times = _boot_times(boot_times)
         result = steps_tunables.bmc_apply_tunables(node, ports, tunables,
                                                    strict=strict)
@@ -368,15 +372,6 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         return steps_tunables.bmc_noise_probe(
             node, ports, cpus=cpus, duration=duration,
             threshold_us=threshold_us)
-
-
-def _deploy_step():
-    """At the start of each deploy-time step: the heartbeat IPA sends when
-    the step ends reaches the conductor within a second, not up to 5 s
-    later (agent_quiet.prompt_heartbeats).  IPA has no hook between its
-    lookup and the first step, and evaluate_hardware_support is a probe it
-    may call at any time; the steps are the agent's own entry points."""
-    agent_quiet.prompt_heartbeats()
 
 
 def _boot_times(wanted):

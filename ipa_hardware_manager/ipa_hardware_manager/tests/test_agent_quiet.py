@@ -63,16 +63,26 @@ class QuietTest(unittest.TestCase):
         self.assertFalse(heartbeater.is_alive())
         self.assertFalse(agent_quiet.stop_heartbeats())
 
+    def _keep_heartbeater_class(self):
+        cls = ipa_agent.IronicPythonAgentHeartbeater
+        saved = {name: cls.__dict__[name] for name in (
+            'min_heartbeat_interval', 'min_error_jitter_multiplier',
+            'max_error_jitter_multiplier')}
+        self.addCleanup(lambda: [setattr(cls, k, v)
+                                 for k, v in saved.items()])
+
     def test_prompt_heartbeat_after_a_command(self):
+        self._keep_heartbeater_class()
+        hwm = manager.BmcContainerHardwareManager()
+        # Probing the manager changes nothing of the agent ...
+        hwm.evaluate_hardware_support()
+        self.assertEqual(5, ipa_agent.IronicPythonAgentHeartbeater
+                         .min_heartbeat_interval)
+        # ... IPA initializes it before the lookup, before it builds its
+        # heartbeat thread: the thread it builds then is prompt.
+        hwm.initialize()
         heartbeater = ipa_agent.IronicPythonAgentHeartbeater(self.agent)
         self.agent.heartbeater = heartbeater
-        # Probing the manager changes nothing of the agent ...
-        manager.BmcContainerHardwareManager().evaluate_hardware_support()
-        self.assertEqual(5, heartbeater.min_heartbeat_interval)
-        # ... its first deploy step makes the heartbeats prompt.
-        with mock.patch.object(manager.steps_tunables, 'bmc_apply_tunables',
-                               autospec=True, return_value={}):
-            manager.BmcContainerHardwareManager().bmc_apply_tunables({}, [])
         self.assertEqual(1.0, heartbeater.min_heartbeat_interval)
         # A failed heartbeat is retried as before: 5-10 s.
         self.assertEqual((5.0, 10.0), (
@@ -80,9 +90,6 @@ class QuietTest(unittest.TestCase):
             * heartbeater.min_error_jitter_multiplier,
             heartbeater.min_heartbeat_interval
             * heartbeater.max_error_jitter_multiplier))
-        # IPA's class keeps its own values.
-        self.assertEqual(5, ipa_agent.IronicPythonAgentHeartbeater
-                         .min_heartbeat_interval)
         beats = []
         heartbeater.do_heartbeat = mock.Mock(side_effect=lambda: (
             beats.append(time.monotonic()),
@@ -106,8 +113,10 @@ class QuietTest(unittest.TestCase):
             time.sleep(0.01)
         self.assertLess(beats[1] - forced, 3.0)
         # Asked again (a second manager instance): unchanged.
-        self.assertTrue(agent_quiet.prompt_heartbeats())
-        self.assertEqual(5.0, heartbeater.min_error_jitter_multiplier)
+        manager.BmcContainerHardwareManager().initialize()
+        self.assertEqual((1.0, 5.0), (
+            heartbeater.min_heartbeat_interval,
+            heartbeater.min_error_jitter_multiplier))
 
     def test_exit_told_by_one_heartbeat(self):
         heartbeater = ipa_agent.IronicPythonAgentHeartbeater(self.agent)
@@ -126,7 +135,7 @@ class QuietTest(unittest.TestCase):
     def test_outside_ipa_nothing_to_do(self):
         self.get_extension.side_effect = Exception('not initialized')
         self.assertFalse(agent_quiet.stop_heartbeats())
-        self.assertFalse(agent_quiet.prompt_heartbeats())
+        self.assertFalse(agent_quiet.prompt_heartbeats(object))
         self.assertFalse(agent_quiet.heartbeat_now())
         self.assertEqual(0, agent_quiet.forget_status_results())
 
