@@ -148,7 +148,7 @@ function install_ironic_bmc {
     setup_develop "$IRONIC_BMC_DIR"
     # What the conductor builds rootfs artifacts and their dm-verity hash
     # trees with.
-    install_package erofs-utils squashfs-tools cryptsetup-bin
+    install_package erofs-utils squashfs-tools cryptsetup-bin zstd lz4
 }
 
 function build_ironic_bmc_deploy_images {

@@ -11,7 +11,7 @@ PACKAGES=(
     libvirt-daemon-system libvirt-clients libvirt-dev pkg-config
     ipmitool nginx-light docker-registry
     linux-image-amd64 busybox-static cpio kmod
-    debootstrap umoci skopeo erofs-utils squashfs-tools zstd
+    debootstrap umoci skopeo erofs-utils squashfs-tools zstd lz4
     nfs-ganesha nfs-ganesha-vfs libnfs-utils cryptsetup-bin
     curl socat gcc python3-dev python3-venv
     chromium chromium-driver

@@ -58,11 +58,10 @@ class KexecBootTestCase(base.ContainerDeployTestCase):
 
     @mock.patch.object(kexec_boot.utils, 'execute')
     def test_the_agent_gets_the_ipxe_boot(self, mock_execute):
-        def zstd(*argv):
-            with open(argv[argv.index('-o') + 1], 'wb') as out, \
-                    open(argv[-1], 'rb') as src:
-                out.write(b'\x28\xb5\x2f\xfd' + src.read())
-        mock_execute.side_effect = zstd
+        def lz4(*argv):
+            with open(argv[-1], 'wb') as out, open(argv[-2], 'rb') as src:
+                out.write(b'\x02\x21\x4c\x18' + src.read())
+        mock_execute.side_effect = lz4
         with task_manager.acquire(self.context, self.node.uuid) as task:
             args = kexec_boot.load_args(task, self.images, self.options)
             again = kexec_boot.load_args(task, self.images, self.options)
@@ -70,15 +69,15 @@ class KexecBootTestCase(base.ContainerDeployTestCase):
         # Packed once: the ramdisk compressed, the modules (gzip) as they
         # are, each 4-byte aligned.
         mock_execute.assert_called_once_with(
-            'zstd', '-q', '-f', '-T0', '-3', '-o', mock.ANY,
-            self.images['deploy_ramdisk'][1])
+            'lz4', '-l', '-4', '-q', '-f', self.images['deploy_ramdisk'][1],
+            mock.ANY)
         base_url = 'http://10.0.2.100:8080/%s/' % self.node.uuid
         self.assertEqual(
             {'url': base_url + 'deploy_kernel',
              'sha256': hashlib.sha256(b'kernel').hexdigest(), 'size': 6},
             args['kernel'])
         [initrd] = args['initrds']
-        packed = b'\x28\xb5\x2f\xfd070701agent\0\x1f\x8bmodules'
+        packed = b'\x02\x21\x4c\x18070701agent\0\x1f\x8bmodules'
         self.assertEqual(
             {'sha256': hashlib.sha256(packed).hexdigest(),
              'size': len(packed)},
