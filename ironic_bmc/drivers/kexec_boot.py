@@ -17,11 +17,9 @@ boots another kernel, initrds or kernel arguments, the conductor stages
 the run's boot files as for a cold boot (the iPXE script stays the
 fallback), then has the agent
 
-1. download the kernel and the initrds (packed here into one file, the
-   agent ramdisk compressed again, with lz4: Ironic's image cache keeps
-   it unpacked, and the kernel unpacks lz4 several times faster than the
-   zstd the ramdisk is built with) from the conductor's HTTP server,
-   check each against the
+1. download the kernel and the initrds (packed here into one lz4 archive,
+   :mod:`ironic_bmc.kernel.initrd_pack`) from the conductor's HTTP
+   server, check each against the
    sha256 computed here, and load them
    (``bmc_kexec_load``; any failure is seen here, and the deploy boots
    the node cold instead);
@@ -40,7 +38,6 @@ import secrets
 
 from ironic.common import exception
 from ironic.common.i18n import _
-from ironic.common import utils
 from ironic.conductor import utils as manager_utils
 from ironic.conf import CONF
 from oslo_log import log
@@ -49,6 +46,7 @@ from bmc_common import protocol
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.kernel import artifact
+from ironic_bmc.kernel import initrd_pack
 
 LOG = log.getLogger(__name__)
 
@@ -58,13 +56,6 @@ INITRD_LABELS = (boot_files.LABEL_RAMDISK, boot_files.LABEL_MODULES)
 PACKED_DIR = 'bmc-kexec'
 #: Packed initrds kept (the newest; one per agent ramdisk and modules).
 PACKED_KEEP = 4
-#: zstd, gzip, lz4 (legacy): archives the kernel unpacks as they are.
-COMPRESSED_MAGIC = (b'\x28\xb5\x2f\xfd', b'\x1f\x8b', b'\x02\x21\x4c\x18')
-#: How an unpacked initrd is compressed: lz4's legacy format (the one the
-#: kernel reads), high compression (the agent ramdisk: 230 MB to 94 MB in
-#: 2.5 s, once per ramdisk).  Unpacking it under QEMU TCG took 7.3 s as
-#: zstd, 2.2 s as lz4 (measured on the e2e node, see the benchmark page).
-COMPRESS = ('lz4', '-l', '-4', '-q', '-f')
 
 
 def _file_spec(node, label, path):
@@ -73,39 +64,10 @@ def _file_spec(node, label, path):
             'size': os.path.getsize(path)}
 
 
-def _pack(paths, out):
-    """The initrds as one file: each compressed (:data:`COMPRESS`) unless
-    it is already, each 4-byte aligned, as the kernel unpacks them in
-    order."""
-    part = out + '.part'
-    try:
-        _pack_into(paths, out, part)
-    finally:
-        if os.path.exists(part):
-            os.unlink(part)
-
-
-def _pack_into(paths, out, part):
-    with open(out, 'wb') as packed:
-        for path in paths:
-            packed.write(b'\0' * (-packed.tell() % 4))
-            with open(path, 'rb') as f:
-                compressed = f.read(4).startswith(COMPRESSED_MAGIC)
-            if not compressed:
-                # Ironic's image cache keeps the agent ramdisk unpacked
-                # (it decompresses zstd): the node would fetch and hash a
-                # few hundred MB.
-                utils.execute(*COMPRESS, path, part)
-                path = part
-            with open(path, 'rb') as f:
-                for chunk in iter(lambda: f.read(1 << 20), b''):
-                    packed.write(chunk)
-
-
 def _packed(images):
     """``(path, url, sha256, size)`` of the initrds of ``images`` packed
-    into one compressed file under the HTTP root, made once per set of
-    source files (their inode, size and mtime name it)."""
+    into one lz4 archive under the HTTP root, made once per set of source
+    files (their inode, size and mtime name it)."""
     paths = [images[label][1] for label in INITRD_LABELS if label in images]
     ident = json.dumps([(os.path.realpath(p), st.st_ino, st.st_size,
                          st.st_mtime_ns)
@@ -122,7 +84,7 @@ def _packed(images):
     os.makedirs(directory, exist_ok=True)
     tmp = '%s.%s.tmp' % (path, secrets.token_hex(4))
     try:
-        _pack(paths, tmp)
+        initrd_pack.pack(paths, tmp)
         digest = artifact.sha256_file(tmp)
         os.replace(tmp, path)
     finally:

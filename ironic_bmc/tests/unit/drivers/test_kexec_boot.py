@@ -56,20 +56,20 @@ class KexecBootTestCase(base.ContainerDeployTestCase):
                                            {'deploy': []})
         self.node.save()
 
-    @mock.patch.object(kexec_boot.utils, 'execute')
-    def test_the_agent_gets_the_ipxe_boot(self, mock_execute):
-        def lz4(*argv):
-            with open(argv[-1], 'wb') as out, open(argv[-2], 'rb') as src:
-                out.write(b'\x02\x21\x4c\x18' + src.read())
-        mock_execute.side_effect = lz4
+    @mock.patch.object(kexec_boot.initrd_pack, 'pack', autospec=True)
+    def test_the_agent_gets_the_ipxe_boot(self, mock_pack):
+        def pack(paths, out):
+            with open(out, 'wb') as f:
+                f.write(b'packed:' + b'+'.join(
+                    os.path.basename(p).encode() for p in paths))
+        mock_pack.side_effect = pack
         with task_manager.acquire(self.context, self.node.uuid) as task:
             args = kexec_boot.load_args(task, self.images, self.options)
             again = kexec_boot.load_args(task, self.images, self.options)
         self.assertEqual(args, again)
-        # Packed once: the ramdisk compressed, the modules (gzip) as they
-        # are, each 4-byte aligned.
-        mock_execute.assert_called_once_with(
-            'lz4', '-l', '-4', '-q', '-f', self.images['deploy_ramdisk'][1],
+        # Packed once, the ramdisk first, as the iPXE script loads them.
+        mock_pack.assert_called_once_with(
+            [self.images['deploy_ramdisk'][1], self.images['bmc_modules'][1]],
             mock.ANY)
         base_url = 'http://10.0.2.100:8080/%s/' % self.node.uuid
         self.assertEqual(
@@ -77,7 +77,7 @@ class KexecBootTestCase(base.ContainerDeployTestCase):
              'sha256': hashlib.sha256(b'kernel').hexdigest(), 'size': 6},
             args['kernel'])
         [initrd] = args['initrds']
-        packed = b'\x02\x21\x4c\x18070701agent\0\x1f\x8bmodules'
+        packed = b'packed:deploy_ramdisk+bmc_modules'
         self.assertEqual(
             {'sha256': hashlib.sha256(packed).hexdigest(),
              'size': len(packed)},

@@ -1,0 +1,136 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Several initrds joined into one lz4 archive (what a kexec boots).
+
+The kernel unpacks an initrd made of several archives one after the
+other, as iPXE lays out several initrds, each compressed or not.  The
+agent ramdisk is the largest part, and Ironic's image cache keeps it
+unpacked (a few hundred MB for the node to fetch and check); compressed
+again, the kexec'd kernel must unpack it before ``/init``: under QEMU TCG
+zstd took 7.3 s for the agent ramdisk, lz4 3.6 s.
+
+But lz4's legacy format, the only lz4 format the kernel reads, has no
+end mark: the kernel's decoder reads it to the end of the initrd and
+fails on any archive after it ("Initramfs unpacking failed: Decoding
+failed"; the modules initrd was lost that way).  So every part is
+unpacked (plain cpio, gzip or zstd) and the whole is compressed as ONE
+lz4 stream, each cpio archive starting 4-byte aligned in it.
+"""
+
+import gzip
+import subprocess
+
+from ironic.common import exception
+from ironic.common.i18n import _
+
+#: lz4's legacy format (the kernel's), high compression: the agent
+#: ramdisk, 230 MB, to 94 MB in 2.5 s (once per ramdisk and modules).
+LZ4 = ('lz4', '-l', '-4', '-q', '-f')
+MAGIC_CPIO = (b'070701', b'070702')
+MAGIC_GZIP = b'\x1f\x8b'
+MAGIC_ZSTD = b'\x28\xb5\x2f\xfd'
+CHUNK = 1 << 20
+
+
+class PackError(exception.IronicException):
+    _msg_fmt = _('Cannot pack the initrds for a kexec: %(reason)s')
+
+
+def _stream_of(cmd, path):
+    """Chunks of what ``cmd`` prints for ``path`` (argv list, no shell)."""
+    proc = subprocess.Popen([*cmd, path], stdout=subprocess.PIPE,  # noqa: S603
+                            stderr=subprocess.PIPE)
+    try:
+        yield from iter(lambda: proc.stdout.read(CHUNK), b'')
+    finally:
+        proc.stdout.close()
+        err = proc.stderr.read().decode(errors='replace').strip()
+        proc.stderr.close()
+        if proc.wait() != 0:
+            raise PackError(reason=_('%(cmd)s %(path)s failed: %(err)s')
+                            % {'cmd': cmd[0], 'path': path, 'err': err})
+
+
+def _gzip_stream(path):
+    try:
+        with gzip.open(path, 'rb') as f:
+            yield from iter(lambda: f.read(CHUNK), b'')
+    except (OSError, EOFError) as exc:
+        raise PackError(reason=_('%(path)s: %(err)s')
+                        % {'path': path, 'err': exc}) from exc
+
+
+def _plain_stream(path):
+    with open(path, 'rb') as f:
+        yield from iter(lambda: f.read(CHUNK), b'')
+
+
+def unpacked(path):
+    """The cpio archive(s) in ``path`` (plain, gzip or zstd), in chunks.
+
+    :raises: PackError for any other content (an xz, lz4 or bzip2
+        initrd): it cannot be joined with the others.
+    """
+    with open(path, 'rb') as f:
+        head = f.read(6)
+    if head.startswith(MAGIC_CPIO):
+        return _plain_stream(path)
+    if head.startswith(MAGIC_GZIP):
+        return _gzip_stream(path)
+    if head.startswith(MAGIC_ZSTD):
+        return _stream_of(('zstd', '-dcq', '--'), path)
+    raise PackError(reason=_('%(path)s is neither a cpio archive nor a '
+                             'gzip or zstd one (it starts with %(head)r)')
+                    % {'path': path, 'head': head})
+
+
+def pack(paths, out):
+    """Write the initrds ``paths``, in order, as one lz4 archive ``out``.
+
+    :returns: the bytes of the cpio stream packed (unpacked size).
+    :raises: PackError (a part that is not cpio, gzip or zstd; lz4
+        missing or failing).
+    """
+    try:
+        proc = subprocess.Popen([*LZ4, '-', out],  # noqa: S603
+                                stdin=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise PackError(reason=_('cannot run lz4 (Debian package lz4 on '
+                                 'the conductor host): %s') % exc) from exc
+    written = 0
+    try:
+        for path in paths:
+            pad = -written % 4
+            proc.stdin.write(b'\0' * pad)
+            written += pad
+            for chunk in unpacked(path):
+                proc.stdin.write(chunk)
+                written += len(chunk)
+    except BrokenPipeError:
+        pass        # lz4 died: its exit status and message tell why
+    except BaseException:
+        proc.kill()
+        raise
+    finally:
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        err = proc.stderr.read().decode(errors='replace').strip()
+        proc.stderr.close()
+        status = proc.wait()
+    if status != 0:
+        raise PackError(reason=_('lz4 exited %(status)d: %(err)s')
+                        % {'status': status, 'err': err})
+    return written
