@@ -12,7 +12,7 @@
 
 """The ``wol`` power interface: machines without a BMC.
 
-* **Power on**: a Wake-on-LAN magic packet (:mod:`bmc_common.wol`) for
+* **Power on**: a Wake-on-LAN magic packet (:mod:`ironic_bmc.wol`) for
   the MAC of each of the node's ports, over UDP to
   ``driver_info/wol_host`` (default the broadcast ``255.255.255.255``)
   and ``driver_info/wol_port`` (default 9).  Nothing answers it: the
@@ -60,7 +60,7 @@ from oslo_log import log
 from oslo_utils import netutils
 import tenacity
 
-from bmc_common import wol
+from ironic_bmc import wol
 from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import agent_replies

@@ -34,7 +34,7 @@ import socket
 import sys
 import time
 
-from bmc_common import wol
+from ironic_bmc import wol
 from bmc_lab import nodes
 from bmc_lab import procs
 from bmc_lab import settings as lab_settings

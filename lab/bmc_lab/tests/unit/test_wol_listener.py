@@ -19,7 +19,7 @@ from unittest import mock
 
 import pytest
 
-from bmc_common import wol
+from ironic_bmc import wol
 from bmc_lab import ironic_conf
 from bmc_lab import nodes
 from bmc_lab import settings as lab_settings

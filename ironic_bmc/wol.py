@@ -20,7 +20,10 @@ password: whoever can reach the NIC's L2 segment can wake the machine,
 and do nothing else with it.  (The optional "SecureOn" password, six
 more bytes, is neither sent nor expected here.)
 
-Standard library only, like the rest of this package.
+Standard library only, so that the lab imports it without Ironic.  Not in
+``bmc_common``: the node's agent never sees a magic packet (its NIC's
+firmware does), and ``common/`` goes into the agent ramdisk, whose build
+is keyed by a hash of it.
 """
 
 import re

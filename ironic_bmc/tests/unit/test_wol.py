@@ -14,7 +14,7 @@
 
 import pytest
 
-from bmc_common import wol
+from ironic_bmc import wol
 
 MAC = '52:54:00:bc:00:01'
 RAW = b'\x52\x54\x00\xbc\x00\x01'
