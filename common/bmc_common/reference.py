@@ -270,8 +270,10 @@ REPORT_FIELDS = (
                 '``period_s``, ``method``, and ``rapl`` (RAPL joules for '
                 'the workload window, or the reason they are absent); '
                 '``available: false`` with the ``reason`` when the BMC '
-                'gave none, ``complete: false`` after a take-over (see '
-                ':doc:`/admin/energy`).'),
+                'gave none (``rapl`` is still there), ``complete: false`` '
+                'after a take-over; a node without a BMC (Wake-on-LAN) has '
+                '``bmc: "unavailable: no BMC (Wake-on-LAN node)"`` and '
+                '``in_band_only: true`` (see :doc:`/admin/energy`).'),
     ReportField('takeovers', 'list',
                 'The conductors that took the node over during the run: '
                 '``{"conductor", "time"}``.'),

@@ -19,6 +19,11 @@ sample count and period.  A BMC without power readings leaves the deploy
 alone: the report says why there is no energy.  Samples live in the
 conductor's memory: a conductor restart during a run loses them, and the
 report says so.
+
+A node without a BMC (power interface ``wol``) is never sampled: its
+section says so from the start (``bmc: "unavailable: no BMC
+(Wake-on-LAN node)"``, ``in_band_only: true``), and its energy is the
+agent's RAPL measurement alone, added when the run ends.
 """
 
 from ironic.conf import CONF
@@ -27,12 +32,29 @@ from oslo_log import log
 from ironic_bmc.power import energy
 from ironic_bmc.power import readers
 from ironic_bmc.power import sampler
+from ironic_bmc.drivers import wol_power
 
 LOG = log.getLogger(__name__)
+
+#: Power interfaces of nodes without a BMC, and what the report calls
+#: such a node.
+NO_BMC = {wol_power.NAME: 'Wake-on-LAN node'}
+
+
+def in_band_only(kind):
+    """The energy section of a node without a BMC, before its RAPL."""
+    return {'available': False,
+            'bmc': 'unavailable: no BMC (%s)' % kind,
+            'in_band_only': True,
+            'reason': 'no BMC (%s): the energy is measured in-band only '
+                      '(RAPL)' % kind}
 
 
 def start(node):
     """Start sampling; returns None, or the energy section if impossible."""
+    no_bmc = NO_BMC.get(getattr(node, 'power_interface', None))
+    if no_bmc:
+        return in_band_only(no_bmc)
     if not CONF.container.power_sampling:
         return {'available': False,
                 'reason': '[container]power_sampling is disabled'}
@@ -56,6 +78,16 @@ def finish(node, workload_start, workload_end, rapl=None):
     else:
         section = energy.summarize(samples, workload_start, workload_end)
     section['rapl'] = _rapl(rapl)
+    if section['rapl']['available']:
+        section['rapl_joules_workload'] = section['rapl'].get('joules')
+    return section
+
+
+def with_rapl(section, rapl=None):
+    """An energy section without BMC readings (``start`` gave it), with
+    the agent's RAPL result added: in-band energy is reported whatever the
+    BMC could give."""
+    section = dict(section, rapl=_rapl(rapl))
     if section['rapl']['available']:
         section['rapl_joules_workload'] = section['rapl'].get('joules')
     return section

@@ -56,9 +56,13 @@ DEPLOY_KEY = step_hooks.DEPLOY_KEY
 
 
 def finish_energy(node, report, status=None):
-    """The energy section, unless the BMC could not give one."""
-    if (report.get('energy') or {}).get('available') is False:
+    """The energy section: the BMC's and the agent's RAPL; RAPL alone
+    when the BMC could not give any (or the node has none)."""
+    unavailable = report.get('energy') or {}
+    if unavailable.get('available') is False:
         energy.stop(node)
+        run_report.update(node, report, energy=energy.with_rapl(
+            unavailable, (status or {}).get('rapl')))
         return
     stages = {s['name']: s for s in report['stages']}
     started = stages.get(protocol.STAGE_WORKLOAD_STARTED, {})

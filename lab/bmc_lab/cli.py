@@ -102,7 +102,7 @@ def _parser():
                            help='run the job as the tenant "demo" '
                                 'through Glance and Nova (cloud profile)')
         for field in ('ironic_api', 'http', 'registry', 'nfs', 'ipmi_base',
-                      'agent_base'):
+                      'agent_base', 'wol'):
             s.add_argument('--%s-port' % field.replace('_', '-'), type=int,
                            dest=field, default=getattr(defaults, field),
                            help='127.0.0.1 port (default: %(default)s)')
@@ -137,7 +137,8 @@ def _settings_from_args(args):
                              % (lab_settings.PROFILE_CLOUD, profile))
     ports = lab_settings.Ports(
         ironic_api=args.ironic_api, http=args.http, registry=args.registry,
-        nfs=args.nfs, ipmi_base=args.ipmi_base, agent_base=args.agent_base)
+        nfs=args.nfs, ipmi_base=args.ipmi_base, agent_base=args.agent_base,
+        wol=args.wol)
     try:
         return lab_settings.Settings(
             state_dir=args.state_dir, profile=profile,

@@ -29,6 +29,7 @@ from bmc_lab import services
 from bmc_lab import settings as lab_settings
 from bmc_lab import supervisor
 from bmc_lab import virtual_bmcs
+from bmc_lab import wol_listener
 
 #: Runtime state recreated by every ``up`` (logs are kept).
 RUNTIME_DIRS = ('ironic', 'httpboot', 'tftpboot', 'registry', 'nodes',
@@ -71,7 +72,8 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
         enroll_interfaces = dict(CLOUD_NODE_INTERFACES, **enroll_interfaces)
     procs.check_ports_free(
         ports, udp={'virtual BMC of node %d (IPMI)' % i
-                    for i in range(settings.nodes)})
+                    for i in range(settings.nodes)}
+        | {lab_settings.WOL_LISTENER})
     for d in RUNTIME_DIRS:
         shutil.rmtree(settings.path(d), ignore_errors=True)
     os.makedirs(settings.log_dir, exist_ok=True)
@@ -85,6 +87,8 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
         content_servers.start_nginx(settings)
         content_servers.start_registry(settings)
         content_servers.start_nfs(settings)
+        # (For nodes enrolled as container-wol: bmc_lab.wol_node.)
+        wol_listener.start(settings)
         if settings.is_cloud:
             _say(out, 'Starting the cloud: Keystone, Glance, Placement, '
                  'Nova, Neutron API (the first run builds their '
@@ -162,6 +166,8 @@ def describe(settings):
         '  HTTP root       http://127.0.0.1:%d -> %s' % (
             p.http, settings.http_root),
         '  OCI registry    %s' % settings.registry_address,
+        '  Wake-on-LAN     udp://127.0.0.1:%d (starts the node whose MAC '
+        'a magic packet names)' % p.wol,
         '  Nodes see the host as %s' % lab_settings.GUEST_HOST_ADDRESS,
     ]
     if settings.is_cloud:

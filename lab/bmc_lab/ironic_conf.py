@@ -25,7 +25,8 @@ from bmc_lab import inifile
 from bmc_lab import settings as lab_settings
 
 #: Interfaces the lab enables.  ``fake-hardware`` is kept for API tests.
-HARDWARE_TYPES = ['container-ipmi', 'ipmi', 'fake-hardware']
+HARDWARE_TYPES = ['container-ipmi', 'container-wol', 'ipmi',
+                  'fake-hardware']
 DEPLOY_INTERFACES = ['container', 'ramdisk', 'direct', 'fake']
 #: Agent boot files of container deploys (see bmc_lab.agent).
 AGENT_KERNEL = 'agent.kernel'
@@ -65,8 +66,9 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
             'enabled_deploy_interfaces': ','.join(
                 deploy_interfaces or DEPLOY_INTERFACES),
             'default_deploy_interface': 'ramdisk',
-            'enabled_power_interfaces': 'ipmitool,fake',
-            'enabled_management_interfaces': 'ipmitool,fake',
+            # (wol and noop: container-wol nodes, bmc_lab.wol_node.)
+            'enabled_power_interfaces': 'ipmitool,wol,fake',
+            'enabled_management_interfaces': 'ipmitool,noop,fake',
             'enabled_network_interfaces': 'noop',
             'default_network_interface': 'noop',
             'enabled_inspect_interfaces': 'no-inspect,fake',

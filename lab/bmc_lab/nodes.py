@@ -188,16 +188,41 @@ def defined_lab_domains(settings):
             if n.startswith(prefix)]
 
 
-def enroll(cli, settings, index, driver='container-ipmi', **interfaces):
-    """Create (or update) the Ironic node for lab node ``index``."""
-    name = settings.node_name(index)
-    driver_info = {
+#: The hardware type of a node without a BMC, and its interfaces.
+WOL_DRIVER = 'container-wol'
+WOL_INTERFACES = {'power_interface': 'wol', 'management_interface': 'noop'}
+
+
+def ipmi_driver_info(settings, index):
+    """driver_info of lab node ``index`` managed through its virtual BMC."""
+    return {
         'ipmi_address': '127.0.0.1',
         'ipmi_port': settings.ports.ipmi(index),
         'ipmi_username': 'admin',
         'ipmi_password': 'password',
         'kernel_append_params': kernel_append_params(settings, index),
     }
+
+
+def wol_driver_info(settings, index):
+    """driver_info of lab node ``index`` as a machine without a BMC: woken
+    by the lab's Wake-on-LAN listener (bmc_lab.wol_listener)."""
+    return {
+        'wol_host': '127.0.0.1',
+        'wol_port': settings.ports.wol,
+        'kernel_append_params': kernel_append_params(settings, index),
+    }
+
+
+def enroll(cli, settings, index, driver='container-ipmi', **interfaces):
+    """Create (or update) the Ironic node for lab node ``index``
+    (``driver`` ``container-wol``: a node without a BMC)."""
+    name = settings.node_name(index)
+    if driver == WOL_DRIVER:
+        driver_info = wol_driver_info(settings, index)
+        interfaces = dict(WOL_INTERFACES, **interfaces)
+    else:
+        driver_info = ipmi_driver_info(settings, index)
     properties = {
         'memory_mb': settings.node_memory_mb,
         'cpus': settings.node_cpus,

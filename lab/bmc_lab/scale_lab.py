@@ -35,7 +35,8 @@ from bmc_common import protocol
 DRIVER = 'container-fake-hardware'
 #: The scale lab's own ports and name: it may run next to another lab.
 PORTS = lab_settings.Ports(ironic_api=36385, http=38080, registry=35050,
-                           nfs=32049, ipmi_base=36230, agent_base=39900)
+                           nfs=32049, ipmi_base=36230, agent_base=39900,
+                           wol=36229)
 NAME = 'bmc-scale'
 JOB = ['/bin/sh', '-c', 'echo simulated']
 

@@ -15,7 +15,8 @@
 Each family has its module: the host's libvirtd and virtlogd
 (:mod:`bmc_lab.host_libvirt`), the nodes' virtual BMCs
 (:mod:`bmc_lab.virtual_bmcs`), nginx, the registry and nfs-ganesha
-(:mod:`bmc_lab.content_servers`) and Ironic
+(:mod:`bmc_lab.content_servers`), the Wake-on-LAN listener
+(:mod:`bmc_lab.wol_listener`) and Ironic
 (:mod:`bmc_lab.ironic_service`), run from :mod:`bmc_lab.programs`.
 Each ``start_*`` is idempotent (a running service is left alone) and
 fails with a message that names the log to read.  Every process is
@@ -30,7 +31,7 @@ from bmc_lab import procs
 
 #: Lab processes in start order; stopped in reverse.
 ORDER = ('virtlogd', 'libvirtd', 'nginx', 'registry', 'nfs-ganesha',
-         'ironic', 'ironic-api', 'ironic-conductor')
+         'wol-listener', 'ironic', 'ironic-api', 'ironic-conductor')
 
 
 def stop_all(settings):

@@ -38,9 +38,14 @@ PROFILE_CLOUD = 'cloud'
 PROFILES = (PROFILE_EMBEDDED, PROFILE_SCALED, PROFILE_CLOUD)
 
 
+#: The Wake-on-LAN listener's name among the ports (a UDP one).
+WOL_LISTENER = 'Wake-on-LAN listener (UDP)'
+
+
 @dataclasses.dataclass
 class Ports:
-    """TCP ports on 127.0.0.1, each named after what uses it."""
+    """Ports on 127.0.0.1 (TCP, but the IPMI and Wake-on-LAN ones),
+    each named after what uses it."""
 
     ironic_api: int = 6385
     http: int = 8080
@@ -50,6 +55,8 @@ class Ports:
     ipmi_base: int = 6230
     #: The agent API of node i is forwarded from 127.0.0.1:(agent_base+i).
     agent_base: int = 9900
+    #: The Wake-on-LAN listener (UDP): magic packets start node domains.
+    wol: int = 6229
 
     def ipmi(self, index):
         return self.ipmi_base + index
@@ -64,6 +71,7 @@ class Ports:
             'nginx (Ironic http_root)': self.http,
             'docker-registry': self.registry,
             'nfs-ganesha (NFSv4)': self.nfs,
+            WOL_LISTENER: self.wol,
         }
         for i in range(nodes):
             names['virtual BMC of node %d (IPMI)' % i] = self.ipmi(i)

@@ -15,7 +15,8 @@
 One ``supervisor`` process per lab (``python -m bmc_lab.supervisor
 STATE_DIR``, started last by ``up``, stopped first by ``down``) watches
 the parts nodes and Ironic depend on for the lab's whole life: each
-node's virtual BMC, nginx, the registry and nfs-ganesha.  A part whose
+node's virtual BMC, nginx, the registry, nfs-ganesha and the Wake-on-LAN
+listener.  A part whose
 process is gone while its pid file is still in place crashed (``procs.stop``
 removes the pid file before it signals, so a part stopped on purpose, by
 ``down`` or a test, stays stopped): the supervisor starts it again with
@@ -36,6 +37,7 @@ from bmc_lab import content_servers
 from bmc_lab import procs
 from bmc_lab import settings as lab_settings
 from bmc_lab import virtual_bmcs
+from bmc_lab import wol_listener
 
 LOG = logging.getLogger('bmc_lab.supervisor')
 
@@ -54,7 +56,9 @@ def parts(settings):
            ('registry', functools.partial(content_servers.start_registry,
                                           settings)),
            ('nfs-ganesha', functools.partial(content_servers.start_nfs,
-                                             settings))]
+                                             settings)),
+           (wol_listener.NAME, functools.partial(wol_listener.start,
+                                                 settings))]
     for i in range(settings.nodes):
         out.append((virtual_bmcs.bmc_name(i),
                     functools.partial(virtual_bmcs.start_bmc, settings, i)))

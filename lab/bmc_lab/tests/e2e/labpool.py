@@ -78,6 +78,7 @@ MODULE_GROUPS = {
     'test_container.py': 'container',
     'test_hostile_node.py': 'container',
     'test_warm.py': 'container',
+    'test_wol.py': 'container',
     'test_container_runtime.py': 'runtime',
     'test_kexec.py': 'runtime',
     'test_takeover.py': 'scaled',
