@@ -168,11 +168,13 @@ def _cache_boot_files(task, images):
         pxe_utils.cache_ramdisk_kernel(task, images, ipxe_enabled=True)
 
 
-def prepare(task, ramdisk_params, extra_kernel_args=()):
+def prepare(task, ramdisk_params, extra_kernel_args=(), pxe_boot=True):
     """Stage the boot files and the iPXE script; set PXE boot.
 
     ``extra_kernel_args`` (e.g. boot-time tunables) are appended to the
-    kernel command line.
+    kernel command line.  ``pxe_boot=False``: the boot device is left as
+    it is (a kexec boots without firmware; :func:`set_pxe_boot` before
+    the firmware boot it falls back to).
 
     :returns: ``(images, options)``: :func:`boot_images` and the options
         the iPXE script was rendered with (a kexec boots the same).
@@ -199,9 +201,15 @@ def prepare(task, ramdisk_params, extra_kernel_args=()):
             [CONF.deploy.http_url, node.uuid, LABEL_MODULES])
     pxe_utils.create_pxe_config(task, options, TEMPLATE, ipxe_enabled=True)
     _cache_boot_files(task, images)
+    if pxe_boot:
+        set_pxe_boot(task)
+    return images, options
+
+
+def set_pxe_boot(task):
+    """The node boots from the network (iPXE), persistently."""
     manager_utils.node_set_boot_device(task, boot_devices.PXE,
                                        persistent=True)
-    return images, options
 
 
 def kernel_cmdline(options, mac):

@@ -67,11 +67,14 @@ def bring_up(task, report, kernel_args, claim):
                           agent_up_for_s=claim.agent_up_for_s)
         _mark(node, time.time(), warm.WARM)
         return True
-    # (The iPXE script too: a kexec that fails boots it.)
+    # (The iPXE script too: a kexec that fails boots it.  The boot device
+    # is set only for a firmware boot: two IPMI commands, 1 to 2 s.)
+    kexec = claim.mode == warm.KEXEC
     staged = boot_files.prepare(task, deploy_utils.build_agent_options(node),
-                                extra_kernel_args=kernel_args)
+                                extra_kernel_args=kernel_args,
+                                pxe_boot=not kexec)
     reason = claim.reason
-    if claim.mode == warm.KEXEC:
+    if kexec:
         started = time.time()
         try:
             loaded = kexec_boot.kexec(task, *staged)
@@ -80,6 +83,7 @@ def bring_up(task, report, kernel_args, claim):
                         'its firmware instead: %(err)s',
                         {'node': node.uuid, 'err': exc})
             reason = '%s; kexec failed: %s' % (reason, exc)
+            boot_files.set_pxe_boot(task)
         else:
             LOG.info('Container deploy of node %(node)s: the agent up for '
                      '%(up).0f s kexecs into the run\'s boot (%(why)s)',

@@ -78,6 +78,29 @@ class DHCPTestCase(base.ContainerDeployTestCase):
                        autospec=True, return_value={})
     @mock.patch.object(boot_files.pxe_utils, 'create_ipxe_boot_script',
                        autospec=True)
+    def test_staged_for_a_kexec_the_boot_device_is_left(
+            self, mock_script, mock_options, mock_config, mock_cache,
+            mock_boot):
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            boot_files.prepare(task, {}, pxe_boot=False)
+            mock_config.assert_called_once()
+            mock_cache.assert_called_once()
+            mock_boot.assert_not_called()
+            boot_files.set_pxe_boot(task)
+        mock_boot.assert_called_once_with(mock.ANY, mock.ANY,
+                                          persistent=True)
+        self.assertEqual('pxe', mock_boot.call_args[0][1])
+
+    @mock.patch.object(boot_files.manager_utils, 'node_set_boot_device',
+                       autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'cache_ramdisk_kernel',
+                       autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'create_pxe_config',
+                       autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'build_pxe_config_options',
+                       autospec=True, return_value={})
+    @mock.patch.object(boot_files.pxe_utils, 'create_ipxe_boot_script',
+                       autospec=True)
     def test_cache_race_is_tried_again(self, mock_script, mock_options,
                                        mock_config, mock_cache, mock_boot):
         # Ironic's cache clean-up stats a temporary file another node's

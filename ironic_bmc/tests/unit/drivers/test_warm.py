@@ -207,15 +207,20 @@ class WarmDeployTestCase(WarmBase):
                          report['cold_reason'])
         self.assertNotIn(warm.KEY, self.node.driver_internal_info)
 
+    @mock.patch.object(boot_files, 'set_pxe_boot', autospec=True)
     @mock.patch.object(kexec_boot, 'kexec', autospec=True)
     def test_another_boot_kexecs_the_warm_agent(self, mock_kexec,
-                                                mock_resolve):
+                                                mock_pxe, mock_resolve):
         mock_kexec.return_value = {'method': 'kexec_file_load',
                                    'download_s': 1.0, 'load_s': 0.5}
         self._cleaned(dict(DEFAULT_BOOT, kernel_args=['isolcpus=1']))
         self.assertEqual(states.DEPLOYWAIT, self._deploy(mock_resolve))
-        # No power action: the agent jumps into the run's kernel.
+        # No power action: the agent jumps into the run's kernel.  The
+        # boot files are staged (the fallback), the boot device untouched.
         self.power.assert_not_called()
+        boot_files.prepare.assert_called_once()
+        self.assertIs(False, boot_files.prepare.call_args[1]['pxe_boot'])
+        mock_pxe.assert_not_called()
         mock_kexec.assert_called_once_with(
             mock.ANY, {'deploy_kernel': ('http://h/k', '/k')},
             {'pxe_append_params': 'ipa-api-url=x'})
@@ -227,13 +232,16 @@ class WarmDeployTestCase(WarmBase):
         self.assertEqual('kexec', info['boot_kind'])
         self.refresh.assert_not_called()
 
+    @mock.patch.object(boot_files, 'set_pxe_boot', autospec=True)
     @mock.patch.object(kexec_boot, 'kexec', autospec=True)
     def test_a_failed_kexec_boots_the_node_cold(self, mock_kexec,
-                                                mock_resolve):
+                                                mock_pxe, mock_resolve):
         mock_kexec.side_effect = exception.IronicException(
             'bmc_kexec_load: kexec --load exited 1: Permission denied')
         self._cleaned(dict(DEFAULT_BOOT, kernel_args=['isolcpus=1']))
         self.assertEqual(states.DEPLOYWAIT, self._deploy(mock_resolve))
+        # The firmware boots the iPXE script: PXE first, then the reboot.
+        mock_pxe.assert_called_once_with(mock.ANY)
         self.power.assert_called_once_with(mock.ANY, states.REBOOT)
         report = run_report.get(self.node)
         self.assertIn('kexec failed: bmc_kexec_load: kexec --load exited 1',
