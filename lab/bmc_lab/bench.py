@@ -240,7 +240,8 @@ def run(settings, out=print, large_mb=1536):
         peers, round(agent_up['end'] - qemu_start, 2) if agent_up else None))
     result.update(bench_report.summarize_nfs(nfs_report, t_ready_nfs))
     result.update(bench_report.summarize_stream(
-        stream_report, t_ready_stream, large_run, settings.node_memory_mb))
+        stream_report, t_ready_stream, large_run, settings.node_memory_mb,
+        raw_transfer_s=result['raw_transfer_s']))
     return result
 
 

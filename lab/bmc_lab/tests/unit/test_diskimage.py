@@ -168,8 +168,12 @@ def test_bench_summary_and_table():
                 end - 10.0)
     result.update(bench_report.summarize_stream(
         *streamed(150e6, 53.0, 54.0, True),
-        large_run=streamed(1600e6, 53.2, 54.6, False), node_memory_mb=4096))
+        large_run=streamed(1600e6, 53.2, 54.6, False), node_memory_mb=4096,
+        raw_transfer_s=result['raw_transfer_s']))
     assert result['stream_app_start_s'] == 4.0
+    # Attached, verified and mounted in 3.0 s; the raw transfer took 3.0.
+    assert result['stream_staged_s'] == 3.0
+    assert result['stream_staging_over_raw'] == 1.0
     assert result['stream_large_app_start_s'] == 4.6
     assert result['stream_start_large_over_small'] == 1.15
     assert result['stream_t_ready_s'] == 44.0
@@ -212,6 +216,10 @@ def test_bench_summary_and_table():
     assert re.search(r'^target t_ready_container_over_direct <= 0\.33 +0\.4 '
                      r'\(not met\)$', table, re.M)
     assert re.search(r'^scale: 2 nodes +9\.0/min$', table, re.M)
+    assert re.search(r'^stream staging / raw \(goal <= 1\.3\) +1\.0$', table,
+                     re.M)
+    assert re.search(r'^target stream_staging_over_raw <= 1\.3 +1\.0 \(met\)$',
+                     table, re.M)
     assert re.search(r'^target warm_t_ready_s <= 10\.0 s +8\.0 s \(met\)$',
                      table, re.M)
     assert re.search(r'^target agent_up_over_busybox <= 1\.5 +2\.5 '
