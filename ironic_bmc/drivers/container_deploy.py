@@ -181,8 +181,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         unavailable = energy.start(node)
         if unavailable:
             run_report.update(node, report, energy=unavailable)
-        # Early boot: the node boots while the artifact is built (start
-        # saves the node).
+        # Early boot: the node boots while the artifact is built (saved
+        # as the step returns).
         rootfs_build.start(task, container, resolved, t_start)
         if up:
             # As Ironic's agent deploy does under fast track: the agent's

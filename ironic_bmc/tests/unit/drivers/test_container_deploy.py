@@ -152,6 +152,9 @@ class DeployStepTestCase(ContainerDeployTestCase):
                                      mock.Mock())
         with task_manager.acquire(self.context, self.node.uuid) as task:
             result = task.driver.deploy.deploy(task)
+            # Ironic saves the node as the step returns (waiting, or
+            # after the next step).
+            task.node.save()
         return result
 
     def test_deploy_powers_on_and_builds_outside_the_lock(

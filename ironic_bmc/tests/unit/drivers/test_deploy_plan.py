@@ -73,6 +73,9 @@ class OnePlanTestCase(base.ContainerDeployTestCase):
                                    side_effect=deploy_info.parse) as parse:
                 task.driver.deploy.validate(task)
                 result = task.driver.deploy.deploy(task)
+                # Ironic saves the node as the step returns (waiting, or
+                # after the next step).
+                task.node.save()
         return result, parse
 
     def test_glance_read_and_keys_parsed_once_per_task(

@@ -109,6 +109,7 @@ class DeployTestCase(NfsTestCase):
         with task_manager.acquire(self.context, self.node.uuid) as task:
             self.assertEqual(states.DEPLOYWAIT,
                              task.driver.deploy.deploy(task))
+            task.node.save()        # as Ironic does when the step waits
         mock_check.assert_called_once_with()
         self.executor.run_all()
         self.assertEqual('tree', mock_prepare.call_args.kwargs['fmt'])

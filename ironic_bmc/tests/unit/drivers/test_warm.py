@@ -176,6 +176,9 @@ class WarmDeployTestCase(WarmBase):
                                      mock.Mock())
         with task_manager.acquire(self.context, self.node.uuid) as task:
             result = task.driver.deploy.deploy(task)
+            # Ironic saves the node as the step returns (waiting, or
+            # after the next step).
+            task.node.save()
         self.node.refresh()
         return result
 
