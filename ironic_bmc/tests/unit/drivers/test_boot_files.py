@@ -29,6 +29,21 @@ from ironic_bmc.tests.unit.drivers import test_container_deploy as base
 MAC = '52:54:00:12:34:56'
 
 
+def _staging_mocked(test):
+    """Ironic's iPXE staging and the boot device mocked: the test gets
+    (script, options, config, cache, boot device) mocks."""
+    # The first applied is the innermost: its mock comes first.
+    for target, name, extra in (
+            (boot_files.pxe_utils, 'create_ipxe_boot_script', {}),
+            (boot_files.pxe_utils, 'build_pxe_config_options',
+             {'return_value': {}}),
+            (boot_files.pxe_utils, 'create_pxe_config', {}),
+            (boot_files.pxe_utils, 'cache_ramdisk_kernel', {}),
+            (boot_files.manager_utils, 'node_set_boot_device', {})):
+        test = mock.patch.object(target, name, autospec=True, **extra)(test)
+    return test
+
+
 class DHCPTestCase(base.ContainerDeployTestCase):
 
     def setUp(self):
@@ -43,16 +58,7 @@ class DHCPTestCase(base.ContainerDeployTestCase):
         obj_utils.create_test_port(self.context, node_id=self.node.id,
                                    address=MAC, pxe_enabled=True)
 
-    @mock.patch.object(boot_files.manager_utils, 'node_set_boot_device',
-                       autospec=True)
-    @mock.patch.object(boot_files.pxe_utils, 'cache_ramdisk_kernel',
-                       autospec=True)
-    @mock.patch.object(boot_files.pxe_utils, 'create_pxe_config',
-                       autospec=True)
-    @mock.patch.object(boot_files.pxe_utils, 'build_pxe_config_options',
-                       autospec=True, return_value={})
-    @mock.patch.object(boot_files.pxe_utils, 'create_ipxe_boot_script',
-                       autospec=True)
+    @_staging_mocked
     def test_boot_files_update_dhcp(self, *mocks):
         from ironic.conf import CONF
         with task_manager.acquire(self.context, self.node.uuid) as task:
@@ -68,16 +74,7 @@ class DHCPTestCase(base.ContainerDeployTestCase):
                                'ironic-%s.conf' % MAC)) as f:
             self.assertIn(tag, f.read())
 
-    @mock.patch.object(boot_files.manager_utils, 'node_set_boot_device',
-                       autospec=True)
-    @mock.patch.object(boot_files.pxe_utils, 'cache_ramdisk_kernel',
-                       autospec=True)
-    @mock.patch.object(boot_files.pxe_utils, 'create_pxe_config',
-                       autospec=True)
-    @mock.patch.object(boot_files.pxe_utils, 'build_pxe_config_options',
-                       autospec=True, return_value={})
-    @mock.patch.object(boot_files.pxe_utils, 'create_ipxe_boot_script',
-                       autospec=True)
+    @_staging_mocked
     def test_staged_for_a_kexec_the_boot_device_is_left(
             self, mock_script, mock_options, mock_config, mock_cache,
             mock_boot):
@@ -91,16 +88,7 @@ class DHCPTestCase(base.ContainerDeployTestCase):
                                           persistent=True)
         self.assertEqual('pxe', mock_boot.call_args[0][1])
 
-    @mock.patch.object(boot_files.manager_utils, 'node_set_boot_device',
-                       autospec=True)
-    @mock.patch.object(boot_files.pxe_utils, 'cache_ramdisk_kernel',
-                       autospec=True)
-    @mock.patch.object(boot_files.pxe_utils, 'create_pxe_config',
-                       autospec=True)
-    @mock.patch.object(boot_files.pxe_utils, 'build_pxe_config_options',
-                       autospec=True, return_value={})
-    @mock.patch.object(boot_files.pxe_utils, 'create_ipxe_boot_script',
-                       autospec=True)
+    @_staging_mocked
     def test_cache_race_is_tried_again(self, mock_script, mock_options,
                                        mock_config, mock_cache, mock_boot):
         # Ironic's cache clean-up stats a temporary file another node's
