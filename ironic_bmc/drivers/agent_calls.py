@@ -67,6 +67,19 @@ def accept_heartbeats(task):
     return True
 
 
+def with_agent(node, agent=None):
+    """A copy of ``node`` (never saved) that knows the agent again:
+    ``agent``'s fields (URL, token, CA; default: those :func:`remember`
+    kept) over its own."""
+    copy = node.obj_clone()
+    if agent is None:
+        agent = copy.driver_internal_info.get(AGENT_KEY) or {}
+    for key, value in agent.items():
+        if value is not None:
+            copy.driver_internal_info[key] = value
+    return copy
+
+
 def reachable(node):
     return bool((node.driver_internal_info.get(AGENT_KEY) or {})
                 .get('agent_url'))
@@ -147,11 +160,7 @@ def call(task, step_name, args=None, timeout=60, poll_interval=0.5):
         of the wrong shape; IronicException with the agent's error if the
         step failed.
     """
-    node = task.node.obj_clone()  # never saved
-    for key, value in (node.driver_internal_info.get(AGENT_KEY)
-                       or {}).items():
-        if value is not None:
-            node.driver_internal_info[key] = value
+    node = with_agent(task.node)
     client = _client(task, timeout)
     step = {'interface': 'deploy', 'step': step_name, 'args': args or {}}
 

@@ -163,15 +163,6 @@ def send_magic_packets(host, port, macs):
                 'pkey': PORT_KEY, 'err': exc})
 
 
-def _with_agent(node, agent):
-    """A copy of ``node`` (never saved) that knows the agent again."""
-    copy = node.obj_clone()
-    for key, value in agent.items():
-        if value is not None:
-            copy.driver_internal_info[key] = value
-    return copy
-
-
 class WakeOnLanPower(agent_power.AgentPower):
     """Power on by Wake-on-LAN; off and reboot through the agent."""
 
@@ -304,7 +295,7 @@ class WakeOnLanPower(agent_power.AgentPower):
                 'any action) and unset the maintenance') % {
                     'node': node.uuid, 'name': NAME,
                     'secs': CONF.deploy.fast_track_timeout})
-        agent_node = _with_agent(node, agent)
+        agent_node = agent_calls.with_agent(node, agent)
         try:
             tenacity.retry(
                 retry=tenacity.retry_if_exception_type(
