@@ -25,9 +25,17 @@ fails on any archive after it ("Initramfs unpacking failed: Decoding
 failed"; the modules initrd was lost that way).  So every part is
 unpacked (plain cpio, gzip or zstd) and the whole is compressed as ONE
 lz4 stream, each cpio archive starting 4-byte aligned in it.
+
+A compressed part may be the tenant's (the modules initrd of a kernel
+named by a Glance image), and unpacking it is the conductor's work now,
+not the node's: a part that unpacks past :data:`MAX_RATIO` times its
+size is refused (a decompression bomb would hold a conductor worker and
+the node's lock).  The deploy then boots the node through its firmware,
+whose kernel unpacks the files itself.
 """
 
 import gzip
+import os
 import subprocess
 
 from ironic.common import exception
@@ -40,6 +48,12 @@ MAGIC_CPIO = (b'070701', b'070702')
 MAGIC_GZIP = b'\x1f\x8b'
 MAGIC_ZSTD = b'\x28\xb5\x2f\xfd'
 CHUNK = 1 << 20
+#: The most a gzip or zstd part may unpack to, in times its own size: a
+#: cpio of kernel modules or an agent ramdisk unpacks to 3 to 4 times.
+MAX_RATIO = 50
+#: ... but any part may unpack to this much (a small part's ratio says
+#: little, and 64 MiB cost the conductor nothing).
+MIN_LIMIT = 64 << 20
 
 
 class PackError(exception.IronicException):
@@ -52,13 +66,17 @@ def _stream_of(cmd, path):
                             stderr=subprocess.PIPE)
     try:
         yield from iter(lambda: proc.stdout.read(CHUNK), b'')
+    except GeneratorExit:
+        proc.kill()         # not read to its end (_bounded): not a failure
+        raise
     finally:
         proc.stdout.close()
         err = proc.stderr.read().decode(errors='replace').strip()
         proc.stderr.close()
-        if proc.wait() != 0:
-            raise PackError(reason=_('%(cmd)s %(path)s failed: %(err)s')
-                            % {'cmd': cmd[0], 'path': path, 'err': err})
+        status = proc.wait()
+    if status != 0:
+        raise PackError(reason=_('%(cmd)s %(path)s failed: %(err)s')
+                        % {'cmd': cmd[0], 'path': path, 'err': err})
 
 
 def _gzip_stream(path):
@@ -75,20 +93,38 @@ def _plain_stream(path):
         yield from iter(lambda: f.read(CHUNK), b'')
 
 
+def _bounded(chunks, path):
+    """``chunks`` of a compressed part, up to :data:`MAX_RATIO` times the
+    part's size."""
+    limit = max(os.path.getsize(path) * MAX_RATIO, MIN_LIMIT)
+    seen = 0
+    for chunk in chunks:
+        seen += len(chunk)
+        if seen > limit:
+            chunks.close()
+            raise PackError(reason=_(
+                '%(path)s unpacks to more than %(ratio)d times its size '
+                '(past %(limit)d bytes): refused') % {
+                    'path': path, 'ratio': MAX_RATIO, 'limit': limit})
+        yield chunk
+
+
 def unpacked(path):
     """The cpio archive(s) in ``path`` (plain, gzip or zstd), in chunks.
 
     :raises: PackError for any other content (an xz, lz4 or bzip2
-        initrd): it cannot be joined with the others.
+        initrd): it cannot be joined with the others; or, while the
+        chunks are read, for a compressed part that unpacks past
+        :data:`MAX_RATIO` times its size.
     """
     with open(path, 'rb') as f:
         head = f.read(6)
     if head.startswith(MAGIC_CPIO):
         return _plain_stream(path)
     if head.startswith(MAGIC_GZIP):
-        return _gzip_stream(path)
+        return _bounded(_gzip_stream(path), path)
     if head.startswith(MAGIC_ZSTD):
-        return _stream_of(('zstd', '-dcq', '--'), path)
+        return _bounded(_stream_of(('zstd', '-dcq', '--'), path), path)
     raise PackError(reason=_('%(path)s is neither a cpio archive nor a '
                              'gzip or zstd one (it starts with %(head)r)')
                     % {'path': path, 'head': head})

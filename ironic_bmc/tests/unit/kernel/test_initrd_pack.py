@@ -80,6 +80,21 @@ class PackTest(unittest.TestCase):
                                     'zstd .*x.zst failed'):
             initrd_pack.pack([bad], os.path.join(self.dir, 'packed'))
 
+    @mock.patch.object(initrd_pack, 'MIN_LIMIT', 1 << 20)
+    def test_a_decompression_bomb_is_refused_by_name(self):
+        # 64 MiB of zeros: about 64 KiB of gzip, a thousand times smaller.
+        bomb = self._file('modules.gz', gzip.compress(b'\0' * (64 << 20)))
+        zero = b'\0' * (64 << 20)
+        zbomb = self._file('x.zst', subprocess.run(
+            ['zstd', '-q', '-c'], input=zero, check=True,
+            capture_output=True).stdout)
+        for path in (bomb, zbomb):
+            with self.assertRaisesRegex(
+                    initrd_pack.PackError,
+                    '%s unpacks to more than 50 times its size' % path):
+                initrd_pack.pack([self._file('a', b'070701a'), path],
+                                 os.path.join(self.dir, 'packed'))
+
     def test_no_lz4_on_the_host(self):
         with mock.patch.object(initrd_pack, 'LZ4', ('no-such-lz4',)), \
                 self.assertRaisesRegex(initrd_pack.PackError,
