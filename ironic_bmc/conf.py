@@ -211,6 +211,10 @@ opts = [
                       'they are never closer than '
                       '[ipmi]min_command_interval to any other command '
                       'sent to the same BMC.'),
+    cfg.IntOpt('power_series_points', default=1000, min=10, max=100000,
+               help='Power samples of a run kept beside its report for '
+                    'the power chart; more are averaged down to this '
+                    'many.'),
     cfg.StrOpt('nfs_server_address',
                help='Address (or host name) of this conductor host\'s NFS '
                     'server as nodes reach it on the provisioning '
@@ -272,12 +276,37 @@ opts = [
 ]
 
 
+API_GROUP = 'container_api'
+
+api_opts = [
+    # All addresses by default, as ironic-api's [api]host_ip.
+    cfg.HostAddressOpt('host_ip', default='0.0.0.0',  # noqa: S104
+                       help='Address the container runs API '
+                            '(ironic-bmc-api) listens on.'),
+    cfg.PortOpt('port', default=6388,
+                help='Port the container runs API listens on.'),
+    cfg.StrOpt('auth_strategy', default='keystone',
+               choices=[('keystone', 'Keystone tokens, checked by '
+                                     'keystonemiddleware with the '
+                                     '[keystone_authtoken] options.'),
+                        ('noauth', 'No authentication: every request is '
+                                   'the operator\'s.  For tests only.')],
+               help='How callers of the container runs API are '
+                    'authenticated.'),
+    cfg.IntOpt('max_list', default=200, min=1, max=10000,
+               help='Most runs one list request returns.'),
+    cfg.IntOpt('workers', default=16, min=1, max=256,
+               help='Threads of the container runs API\'s WSGI server.'),
+]
+
+
 def register_opts(conf):
     conf.register_opts(opts, group=GROUP)
+    conf.register_opts(api_opts, group=API_GROUP)
 
 
 def list_opts():
-    return [(GROUP, opts)]
+    return [(GROUP, opts), (API_GROUP, api_opts)]
 
 
 register_opts(CONF)

@@ -31,10 +31,19 @@ import uuid
 from ironic.conf import CONF
 
 from bmc_common import protocol
+from ironic_bmc import run_store
 
 INTERNAL_KEY = 'bmc_run_report'
 #: States of a run that has ended: nothing more is recorded.
 FINAL_STATES = ('finished', 'undeployed', 'failed')
+
+
+def owner_project(node):
+    """The project a run belongs to: the one that launched the instance
+    (Nova writes ``instance_info/project_id``), else the node's lessee.
+    None: the run is the operator's alone."""
+    project = (node.instance_info or {}).get('project_id') or node.lessee
+    return project if isinstance(project, str) and project else None
 
 
 def new(node, container):
@@ -43,6 +52,11 @@ def new(node, container):
         'deploy_id': str(uuid.uuid4()),
         'node': node.uuid,
         'node_name': node.name,
+        # Who may read the run (the container runs API): the project
+        # that launched it and the node's owner.
+        'project_id': owner_project(node),
+        'node_owner': node.owner,
+        'instance_uuid': node.instance_uuid,
         'image': container.image,
         'image_digest': None,
         'rootfs': container.rootfs,
@@ -142,6 +156,7 @@ def _write(report):
     with open(tmp, 'w') as f:
         json.dump(report, f, indent=1, sort_keys=True)
     os.replace(tmp, path)
+    run_store.index(report)
 
 
 def load(node_uuid, deploy_id=None):

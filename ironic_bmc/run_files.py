@@ -20,6 +20,7 @@ returns them.
 """
 
 import hashlib
+import json
 import os
 import shutil
 import time
@@ -29,6 +30,7 @@ from ironic.common.i18n import _
 
 from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_replies
+from ironic_bmc import run_store
 
 
 def _base(node_uuid, deploy_id):
@@ -131,6 +133,21 @@ def read_output(node_uuid, deploy_id):
                        'host': CONF.host}) from None
 
 
+def result_file(node_uuid, deploy_id, path):
+    """Where this conductor keeps result ``path`` of a run (it may not
+    exist).
+
+    :raises: InvalidParameterValue if ``path`` is not a result path.
+    """
+    return _result_path(_base(node_uuid, deploy_id) + '.results', path)
+
+
+def output_file(node_uuid, deploy_id):
+    """Where this conductor keeps the output of a run (it may not
+    exist: the run has not ended)."""
+    return _base(node_uuid, deploy_id) + '.output.log'
+
+
 def read_result(node_uuid, deploy_id, path):
     """A result file of a run (bytes).
 
@@ -165,6 +182,8 @@ def prune(max_age_days, now=None):
     except FileNotFoundError:
         return 0
     for node_dir in node_dirs:
+        if node_dir.startswith('.'):
+            continue  # run_store's index
         directory = os.path.join(root, node_dir)
         try:
             runs = sorted(
@@ -177,11 +196,18 @@ def prune(max_age_days, now=None):
             if mtime >= limit:
                 continue
             base = os.path.join(directory, run)
-            for path in (base + '.json', base + '.output.log'):
+            try:
+                with open(base + '.json') as f:
+                    project = json.load(f).get('project_id')
+            except (OSError, ValueError):
+                project = None
+            for path in (base + '.json', base + '.output.log',
+                         base + run_store.POWER_SUFFIX):
                 try:
                     os.remove(path)
                 except FileNotFoundError:
                     pass
+            run_store.unindex(project, run)
             shutil.rmtree(base + '.results', ignore_errors=True)
             deleted += 1
     return deleted

@@ -163,6 +163,17 @@ REPORT_FIELDS = (
                 '``deploy_id`` for an earlier run of the node.'),
     ReportField('node', 'string', 'The node\'s UUID.'),
     ReportField('node_name', 'string or null', 'The node\'s name.'),
+    ReportField('project_id', 'string or null',
+                'The project the run belongs to: the one that launched '
+                'the instance (``instance_info/project_id``, which Nova '
+                'sets), else the node\'s lessee; null for an operator\'s '
+                'run.  Its readers read the run through the container '
+                'runs API.'),
+    ReportField('node_owner', 'string or null',
+                'The node\'s owner project when the run began; its '
+                'readers read the run too.'),
+    ReportField('instance_uuid', 'string or null',
+                'The instance (Nova server) of the run.'),
     ReportField('created', 'epoch seconds', 'When the run began.'),
     ReportField('state', 'string',
                 '``deploying``, ``running``, ``exited`` (the workload '

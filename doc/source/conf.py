@@ -28,6 +28,7 @@ extensions = [
     'openstackdocstheme',
     'oslo_config.sphinxext',
     'oslo_config.sphinxconfiggen',
+    'oslo_policy.sphinxext',
     'reno.sphinxext',
     'bmc_keys',
 ]

@@ -33,6 +33,7 @@ from ironic_bmc.power import energy
 from ironic_bmc.power import readers
 from ironic_bmc.power import sampler
 from ironic_bmc.drivers import wol_power
+from ironic_bmc import run_store
 
 LOG = log.getLogger(__name__)
 
@@ -67,8 +68,12 @@ def start(node):
     return None
 
 
-def finish(node, workload_start, workload_end, rapl=None):
-    """Stop sampling; the report's energy section."""
+def finish(node, workload_start, workload_end, rapl=None, deploy_id=None):
+    """Stop sampling; the report's energy section.
+
+    With ``deploy_id``, the power curve is kept beside the run's report
+    (:func:`ironic_bmc.run_store.save_power_series`) for its charts.
+    """
     samples = sampler.stop(node.uuid)
     if samples is None:
         section = {'available': False,
@@ -77,6 +82,11 @@ def finish(node, workload_start, workload_end, rapl=None):
                              'during the run)'}
     else:
         section = energy.summarize(samples, workload_start, workload_end)
+        curve = energy.series(samples, workload_start, workload_end,
+                              CONF.container.power_series_points)
+        if deploy_id and curve:
+            run_store.save_power_series(node.uuid, deploy_id, curve)
+            section['power_series_points'] = len(curve['points'])
     section['rapl'] = _rapl(rapl)
     if section['rapl']['available']:
         section['rapl_joules_workload'] = section['rapl'].get('joules')

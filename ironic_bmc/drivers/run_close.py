@@ -68,7 +68,8 @@ def finish_energy(node, report, status=None):
     started = stages.get(protocol.STAGE_WORKLOAD_STARTED, {})
     exited = stages.get(protocol.STAGE_WORKLOAD_EXITED, {})
     section = energy.finish(node, started.get('end'), exited.get('end'),
-                            rapl=(status or {}).get('rapl'))
+                            rapl=(status or {}).get('rapl'),
+                            deploy_id=report['deploy_id'])
     takeovers = report.get('takeovers')
     if takeovers and section.get('available', True) is not False:
         # The conductor that sampled before the take-over kept its samples.

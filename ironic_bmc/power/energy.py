@@ -165,3 +165,38 @@ def summarize(samples, workload_start=None, workload_end=None,
         'workload_covered_s': _r(covered),
     })
     return result
+
+
+def series(samples, workload_start=None, workload_end=None, max_points=1000):
+    """The power curve of a run, for charts: ``{"t0", "period_s",
+    "points": [[seconds after t0, watts], ...], "workload": [start, end],
+    "averaged": n}`` (workload bounds in seconds after t0, None when
+    unknown), or None without samples.
+
+    More than ``max_points`` samples are averaged in consecutive groups of
+    ``averaged`` samples (time and watts), so the curve keeps its shape
+    and its area.
+    """
+    points = list(samples.samples or ())
+    if not points:
+        return None
+    group = max(1, -(-len(points) // max(1, max_points)))
+    t0 = points[0][0]
+    reduced = []
+    for i in range(0, len(points), group):
+        chunk = points[i:i + group]
+        reduced.append([_r(sum(p[0] for p in chunk) / len(chunk) - t0),
+                        _r(sum(p[1] for p in chunk) / len(chunk), 1)])
+    marks = samples.marks or {}
+    if workload_start is None:
+        workload_start = marks.get('workload_start')
+    if workload_end is None:
+        workload_end = marks.get('workload_end')
+    return {
+        't0': t0,
+        'period_s': samples.period_s,
+        'points': reduced,
+        'averaged': group,
+        'workload': [None if t is None else _r(t - t0)
+                     for t in (workload_start, workload_end)],
+    }

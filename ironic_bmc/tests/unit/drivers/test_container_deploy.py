@@ -883,7 +883,7 @@ class UndeployTestCase(ContainerDeployTestCase):
                                {'name': 'workload-exited', 'start': 6.0,
                                 'end': 7.4}]}
 
-        def finish(node, start, end, rapl=None):
+        def finish(node, start, end, rapl=None, deploy_id=None):
             if sampling['stopped']:
                 return {'available': False, 'reason': 'no power samples'}
             sampling['stopped'] = True
@@ -907,7 +907,8 @@ class UndeployTestCase(ContainerDeployTestCase):
         self.assertEqual(b'serving\nshutting down\n', run_files.read_output(
             self.node.uuid, report['deploy_id']))
         mock_finish.assert_called_once_with(
-            mock.ANY, 6.0, 7.4, rapl={'available': False})
+            mock.ANY, 6.0, 7.4, rapl={'available': False},
+            deploy_id=report['deploy_id'])
         self.assertEqual({'available': True, 'bmc_samples': 9},
                          report['energy'])
         self.assertEqual('undeployed', report['state'])
