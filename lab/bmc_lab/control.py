@@ -100,6 +100,8 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
         ironic_service.start_ironic(settings, hardware_types,
                                     deploy_interfaces)
         cli = lab_client.wait_api(settings)
+        if settings.is_cloud:
+            cloud_profile.start_runs_api(settings)
         for i in range(settings.nodes):
             _say(out, 'Creating node %s (IPMI on 127.0.0.1:%d) ...'
                  % (settings.node_name(i), settings.ports.ipmi(i)))

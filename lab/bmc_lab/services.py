@@ -31,7 +31,8 @@ from bmc_lab import procs
 
 #: Lab processes in start order; stopped in reverse.
 ORDER = ('virtlogd', 'libvirtd', 'nginx', 'registry', 'nfs-ganesha',
-         'wol-listener', 'ironic', 'ironic-api', 'ironic-conductor')
+         'wol-listener', 'ironic', 'ironic-api', 'ironic-conductor',
+         'ironic-bmc-api')
 
 
 def stop_all(settings):

@@ -25,6 +25,7 @@ import json
 import tempfile
 import time
 
+from keystoneauth1 import adapter
 import openstack
 
 from bmc_lab.cloud import profile as cloud_profile
@@ -63,6 +64,19 @@ def create_image(settings, name, container_image, disk_format='raw',
             # would otherwise hand back an older image of that name.
             allow_duplicates=True, **props)
     return conn.image.get_image(image.id)
+
+
+#: The container runs API's service type in the catalog.
+RUNS_SERVICE = 'baremetal-container'
+
+
+def runs_api(settings, tenant=register.DEMO):
+    """A keystoneauth adapter on the container runs API with the token of
+    user and project ``tenant``: ``runs_api(s).get('/v1/runs',
+    raise_exc=False)``."""
+    conn = cloud_profile.tenant(settings, tenant)
+    return adapter.Adapter(conn.session, service_type=RUNS_SERVICE,
+                           interface='public')
 
 
 def lab_traits():

@@ -127,6 +127,7 @@ class Cloud(lab_settings.SavedState):
             'compute': self._url(self.ports.nova, '/v2.1'),
             'network': self._url(self.ports.neutron),
             'baremetal': self.ironic_api_url,
+            'baremetal-container': self._url(self.ports.runs_api),
         }
 
     def auth(self, username='admin', project='admin'):

@@ -32,6 +32,7 @@ from bmc_lab.cloud import layout
 from bmc_lab.cloud import register
 from bmc_lab.cloud import services
 from bmc_lab import procs
+from bmc_lab import programs
 
 #: Ironic's resource class of the lab's nodes; Placement calls it
 #: register.RESOURCE_CLASS.
@@ -75,6 +76,10 @@ def ironic_sections(settings):
         # a test's own registry with htpasswd stands for one (the tenant
         # isolation test: a tenant naming it gets no operator secret).
         'container': {'credential_registries': '127.0.0.1'},
+        # The tenants' read API of their runs (start_runs_api).
+        'container_api': {'host_ip': '127.0.0.1',
+                          'port': str(cloud.ports.runs_api),
+                          'auth_strategy': 'keystone'},
     }
 
 
@@ -86,6 +91,25 @@ def start(settings, out=print):
     out('Starting Horizon (the first run builds its virtualenv) ...')
     horizon.start(cloud, out=out)
     return cloud
+
+
+#: The lab process serving the container runs API.
+RUNS_API = 'ironic-bmc-api'
+
+
+def start_runs_api(settings):
+    """The container runs API on the lab's Ironic configuration (its
+    report_dir, [container_api] and [keystone_authtoken]), once Ironic
+    is up."""
+    if procs.running(settings, RUNS_API):
+        return
+    cloud = loaded(settings)
+    proc = procs.spawn(settings, RUNS_API, [
+        programs.venv_bin(RUNS_API),
+        '--config-file', settings.path('etc', 'ironic.conf')])
+    procs.wait_for_port(cloud.ports.runs_api, RUNS_API,
+                        settings.log(RUNS_API + '.log'), proc=proc,
+                        timeout=60)
 
 
 def start_compute(settings):

@@ -30,6 +30,7 @@ SERVICES = {
     'compute': 'nova',
     'network': 'neutron',
     'baremetal': 'ironic',
+    'baremetal-container': 'ironic-bmc',
 }
 DEMO = 'demo'
 #: A second tenant (project and user of that name), for the isolation

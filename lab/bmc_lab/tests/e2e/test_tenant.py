@@ -67,7 +67,8 @@ def nova_job(lab):
     settings, reference = lab
     image = tenant_job.create_image(
         settings, 'e2e-tenant-job', reference, container_mode='job',
-        container_env={'DEMO_MESSAGE': 'from a Glance property'})
+        container_env={'DEMO_MESSAGE': 'from a Glance property'},
+        container_results=['/etc/passwd'])
     t0 = time.monotonic()
     server = tenant_job.boot(settings, 'e2e-tenant-job', image.id,
                              flavor='bm.container.thp-never')
@@ -78,12 +79,74 @@ def nova_job(lab):
     print(container_job.format_report(report))
     # The job ended, Ironic powered the node off and told Nova.
     final = tenant_job.wait_server(settings, server.id, 'SHUTOFF', 300)
+    # The tenant reads its run with its own token, while the server
+    # lives and after it is deleted.
+    own = _read_run(settings, server.id)
     tenant_job.delete(settings, server.id)
     return {'image': image, 'node': node, 'report': report,
+            'server': server, 'own': own,
+            'own_after_delete': _read_run(settings, server.id),
             'final_status': final.status,
             'status_after_delete': tenant_job.server_status(settings,
                                                             server.id),
             'node_after_delete': _node_clean(settings, node.id)}
+
+
+def _read_run(settings, server_id):
+    """What tenant "demo" reads of its server's run through the
+    container runs API."""
+    api = tenant_job.runs_api(settings)
+    runs = api.get('/v1/runs?instance_uuid=%s' % server_id,
+                   raise_exc=False).json()['runs']
+    seen = {'runs': runs}
+    if runs:
+        base = '/v1/runs/%s' % runs[0]['deploy_id']
+        seen['report'] = api.get(base, raise_exc=False).json()
+        output = api.get(base + '/output', raise_exc=False)
+        seen['output'] = (output.headers.get('X-Run-Output'), output.text)
+        seen['results'] = api.get(base + '/results', raise_exc=False).json()
+        result = api.get(base + '/results/etc/passwd', raise_exc=False)
+        seen['result'] = (result.status_code, result.content,
+                          result.headers.get('X-Result-Sha256'))
+    return seen
+
+
+def test_tenant_reads_its_run_with_its_own_token(nova_job):
+    """Report, full output and result file through the container runs
+    API, as the project that launched the server; the operator's side of
+    the report is not shown."""
+    own = nova_job['own']
+    operator_report = nova_job['report']
+    assert [r['deploy_id'] for r in own['runs']] == [
+        operator_report['deploy_id']]
+    summary = own['runs'][0]
+    assert summary['state'] == 'finished'
+    assert summary['workload_exit_code'] == 0
+    assert summary['instance_uuid'] == nova_job['server'].id
+    assert summary['t_ready_s'] > 0
+    report = own['report']
+    assert report['project_id'] == summary['project_id']
+    names = [s['name'] for s in report['stages']]
+    assert {s['name'] for s in operator_report['stages']} <= set(names)
+    assert 'workload-started' in names
+    assert report['tunables']['thp']['actual'] == 'never'
+    for hidden in ('kernel', 'ramdisk', 'artifact', 'takeovers'):
+        assert hidden not in report, hidden
+    assert report['energy']['available'] is True, report['energy']
+    curve = report['power_series']
+    assert curve['points'] and curve['workload'][0] is not None
+    kind, text = own['output']
+    assert kind == 'full'
+    assert 'message:  from a Glance property' in text
+    assert own['results']['results'][0]['path'] == '/etc/passwd'
+    status, content, digest = own['result']
+    assert (status, content) == (200, b'root:x:0:0:root:/root:/bin/sh\n')
+    assert digest == own['results']['results'][0]['sha256']
+    # The run stays the project's once the server is deleted.
+    after = nova_job['own_after_delete']
+    assert [r['deploy_id'] for r in after['runs']] == [
+        operator_report['deploy_id']]
+    assert after['result'][0] == 200
 
 
 def test_tenant_runs_a_job_through_nova(lab, nova_job):

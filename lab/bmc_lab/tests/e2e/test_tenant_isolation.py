@@ -127,6 +127,19 @@ def a_running(lab):
         b_report=outcome(b.baremetal.call_node_vendor_passthru, node.id,
                          'GET', 'run_report'),
     )
+    # The container runs API: A reads its run, B finds nothing there.
+    base = '/v1/runs/%s' % report['deploy_id']
+    a_api = tenant_job.runs_api(settings)
+    b_api = tenant_job.runs_api(settings, B)
+    seen.update(
+        a_run=a_api.get(base, raise_exc=False).status_code,
+        a_runs=[r['deploy_id'] for r in a_api.get(
+            '/v1/runs', raise_exc=False).json()['runs']],
+        b_runs=b_api.get('/v1/runs', raise_exc=False).json()['runs'],
+        b_run={suffix: b_api.get(base + suffix, raise_exc=False).status_code
+               for suffix in ('', '/output', '/results')},
+        deploy_id=report['deploy_id'],
+    )
     tenant_job.delete(settings, server.id)
     seen['block_after'] = _export_block(settings, key)
     return seen
@@ -163,6 +176,12 @@ def test_other_tenant_sees_nothing_of_the_run(a_running):
     assert seen['b_server'] == 'NotFoundException'
     assert seen['b_image'] == 'NotFoundException'
     assert seen['b_report'] in ('ForbiddenException', 'NotFoundException')
+    # Its run, through the container runs API: A's, not B's (404, as a
+    # run that does not exist).
+    assert seen['a_run'] == 200
+    assert seen['deploy_id'] in seen['a_runs']
+    assert seen['b_runs'] == []
+    assert seen['b_run'] == {'': 404, '/output': 404, '/results': 404}
 
 
 @pytest.fixture
