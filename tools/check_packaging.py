@@ -13,9 +13,9 @@
 """Check that one part of the repository installs alone, where it runs.
 
 Run inside a virtualenv that holds only that part (tox -e packaging-agent,
-tox -e packaging-conductor)::
+tox -e packaging-conductor, tox -e packaging-client)::
 
-    python tools/check_packaging.py agent|conductor
+    python tools/check_packaging.py agent|conductor|client
 
 ``agent``: the node side (ironic-bmc-agent + ironic-bmc-common) imports,
 its hardware manager entry point loads, and nothing was installed beyond
@@ -25,6 +25,11 @@ code is present.
 ``conductor``: the conductor plugin (ironic-bmc + ironic-bmc-common) loads
 every entry point Ironic uses; the lab (package and ``bmc-lab`` script),
 the node side and the tempest plugin are absent.
+
+``client``: the CLI plugin (ironic-bmc-client + ironic-bmc-common) loads
+its OSC entry points and draws a chart without a display; Ironic, the
+conductor plugin, the node side, the lab and the tempest plugin are
+absent.
 
 Exit status 0 when every check holds; otherwise each failure is printed.
 """
@@ -38,7 +43,7 @@ import sys
 import sysconfig
 
 OURS = {'ironic-bmc', 'ironic-bmc-common', 'ironic-bmc-agent',
-        'ironic-bmc-lab', 'ironic-bmc-tempest-plugin'}
+        'ironic-bmc-lab', 'ironic-bmc-tempest-plugin', 'ironic-bmc-client'}
 # Installed with every virtualenv, not by the part under test.
 TOOLING = {'pip', 'setuptools', 'wheel', 'distribute'}
 
@@ -71,6 +76,16 @@ EXPECTED = {
         'files': [('bmc_common.tunables.profiles', 'SHIPPED_DIR',
                    'thp-never.conf'),
                   ('ironic_bmc.drivers.boot_files', 'TEMPLATE', None)],
+    },
+    'client': {
+        'distributions': {'ironic-bmc-client', 'ironic-bmc-common'},
+        'import': ['ironic_bmc_client.charts', 'ironic_bmc_client.runs',
+                   'ironic_bmc_client.osc.plugin'],
+        'absent': ['ironic', 'ironic_bmc', 'bmc_lab',
+                   'ipa_hardware_manager', 'ironic_bmc_tempest_plugin'],
+        'entry_points': ['openstack.cli.extension',
+                         'openstack.baremetal_container.v1'],
+        'chart': True,
     },
 }
 
@@ -164,6 +179,19 @@ def check(part):
         if not os.path.exists(path):
             errors.append('package data %s (%s.%s) is not installed'
                           % (path, module, attr))
+
+    if want.get('chart'):
+        # The charts draw without a display and without pyplot.
+        try:
+            from ironic_bmc_client import charts
+            png = charts.stage_timeline(
+                {'deploy_id': 'check', 'stages': [
+                    {'name': 'power-on', 'start': 0.0, 'end': 3.5}]}, 'png')
+            if not png.startswith(b'\x89PNG'):
+                errors.append('the timeline chart is not a PNG')
+        except Exception as e:
+            errors.append('the timeline chart failed: %s: %s'
+                          % (type(e).__name__, e))
 
     scripts = sysconfig.get_path('scripts')
     for script in want.get('scripts_absent', ()):

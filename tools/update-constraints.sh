@@ -15,6 +15,7 @@ pip="$work/venv/bin/pip"
 "$pip" install --quiet --upgrade pip
 # The repository's own distributions are not on the index: drop them.
 reqs=$(cat requirements.txt common/requirements.txt ipa_hardware_manager/requirements.txt \
+           client/requirements.txt \
            lab/requirements.txt test-requirements.txt doc/requirements.txt \
        | sed -e 's/#.*//' -e 's/[[:space:]]*$//' \
        | grep -v -E '^(ironic-bmc|$)')
