@@ -113,11 +113,15 @@ def runs(project_id=None, node=None, instance_uuid=None, limit=50):
     :param project_id: only the runs this project owns (read through the
         project's index, not by reading every report).  None: every run
         (the operator's view).
-    :param node: only the runs of this node UUID.
+    :param node: only the runs of this node (UUID or name: the name it
+        had when the run began).
     :param instance_uuid: only the runs of this instance (Nova server).
     :param limit: at most this many reports.
     """
     root = _root()
+    node_name = None
+    if node and not uuidutils.is_uuid_like(node):
+        node, node_name = None, node
     if project_id is not None:
         if not _safe_id(project_id):
             return []
@@ -160,6 +164,8 @@ def runs(project_id=None, node=None, instance_uuid=None, limit=50):
         if project_id is not None and report.get('project_id') != project_id:
             continue
         if instance_uuid and report.get('instance_uuid') != instance_uuid:
+            continue
+        if node_name and report.get('node_name') != node_name:
             continue
         found.append(report)
         if len(found) >= limit:

@@ -112,10 +112,16 @@ def _uuid_param(request, name):
     return value
 
 
-def _project_of(context):
-    if context.system_scope == 'all':
-        return None
-    return context.project_id
+def _node_param(request):
+    """A node's UUID or name (Ironic's names: letters, digits and
+    ``-._~``, at most 255)."""
+    value = request.GET.get('node')
+    if value is not None and not (
+            0 < len(value) <= 255
+            and all(c.isalnum() or c in '-._~' for c in value)):
+        raise ApiError(400, 'node must be a node UUID or name, got %r'
+                       % value[:40])
+    return value
 
 
 class RunsAPI:
@@ -178,7 +184,7 @@ class RunsAPI:
         if not policy.allowed(policy.RUN_LIST, context):
             raise ApiError(403, 'Listing runs is not allowed to this '
                                 'token.')
-        node = _uuid_param(request, 'node')
+        node = _node_param(request)
         instance = _uuid_param(request, 'instance_uuid')
         limit = _limit(request)
         if policy.allowed(policy.RUN_LIST_ALL, context):

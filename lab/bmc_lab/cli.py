@@ -35,6 +35,7 @@ from bmc_lab import bench
 from bmc_lab.cloud import tempest_run
 from bmc_lab import container_job
 from bmc_lab import control
+from bmc_lab import osc
 from bmc_lab import procs
 from bmc_lab import scale_bench
 from bmc_lab import scale_report
@@ -102,7 +103,7 @@ def _parser():
                            help='run the job as the tenant "demo" '
                                 'through Glance and Nova (cloud profile)')
         for field in ('ironic_api', 'http', 'registry', 'nfs', 'ipmi_base',
-                      'agent_base', 'wol'):
+                      'agent_base', 'wol', 'runs_api'):
             s.add_argument('--%s-port' % field.replace('_', '-'), type=int,
                            dest=field, default=getattr(defaults, field),
                            help='127.0.0.1 port (default: %(default)s)')
@@ -138,7 +139,7 @@ def _settings_from_args(args):
     ports = lab_settings.Ports(
         ironic_api=args.ironic_api, http=args.http, registry=args.registry,
         nfs=args.nfs, ipmi_base=args.ipmi_base, agent_base=args.agent_base,
-        wol=args.wol)
+        wol=args.wol, runs_api=args.runs_api)
     try:
         return lab_settings.Settings(
             state_dir=args.state_dir, profile=profile,
@@ -170,20 +171,29 @@ def _demo(args):
     image = container_job.push_demo_image(settings)
     # A demo stopped part-way left its deploy behind: undo it first.
     container_job.reclaim(settings)
-    extra = {}
+    node = settings.node_name(0)
+    container_job.use_container_interfaces(settings, node)
+    # What an operator types: the project's openstack CLI plugin.
+    run = ['baremetal', 'container', 'run', node, '--image', image,
+           '--mode', protocol.MODE_JOB, '--timeout', '900']
     if args.tunables:
-        extra[protocol.II_TUNABLES] = args.tunables
+        run += ['--tunables', args.tunables]
     if args.rootfs:
-        extra[protocol.II_ROOTFS] = args.rootfs
-    container_job.deploy(settings, image, mode=protocol.MODE_JOB,
-                         extra=extra)
-    report = container_job.wait_report(settings)
-    print()
-    print(container_job.format_report(report))
-    print()
+        run += ['--rootfs', args.rootfs]
+    print('$ openstack --os-cloud %s %s' % (osc.NOAUTH_CLOUD, ' '.join(run)))
+    status = osc.openstack(settings, *run)
+    charts = os.path.join(settings.state_dir, 'charts')
+    os.makedirs(charts, exist_ok=True)
+    for kind in ('timeline', 'power'):
+        chart = ['baremetal', 'container', 'chart', node, '--kind', kind,
+                 '-o', os.path.join(charts, 'demo-%s.png' % kind)]
+        print('$ openstack --os-cloud %s %s'
+              % (osc.NOAUTH_CLOUD, ' '.join(chart)))
+        osc.openstack(settings, *chart)
+    report = container_job.newest_report(settings, node)
     container_job.undeploy(settings)
     print(json.dumps(report, sort_keys=True))
-    return 0 if report.get('workload_exit_code') == 0 else 1
+    return 0 if status == 0 and report.get('workload_exit_code') == 0 else 1
 
 
 def _scale_dir(args):

@@ -24,7 +24,9 @@ import shutil
 import tempfile
 import time
 
+from ironic_bmc_client import runs
 from ironicclient.common.apiclient import exceptions as client_exc
+from keystoneauth1 import session
 
 from bmc_lab import client as lab_client
 from bmc_lab import ociimage
@@ -145,6 +147,26 @@ def reclaim(settings, index=0, out=print, timeout=900):
                                            name))
 
 
+def use_container_interfaces(settings, name):
+    """Give lab node ``name`` (enrolled with the ramdisk deploy) the
+    container deploy and vendor interfaces."""
+    lab_client.get_client(settings).node.update(name, [
+        {'op': 'add', 'path': '/deploy_interface', 'value': 'container'},
+        {'op': 'add', 'path': '/vendor_interface', 'value': 'container'}])
+
+
+def newest_report(settings, name):
+    """The newest run report of node ``name``, through the container
+    runs API (the operator's view: the lab's is unauthenticated outside
+    the cloud profile)."""
+    client = runs.RunsClient(session.Session(),
+                             endpoint_override=settings.runs_api_url)
+    found = client.list(node=name, limit=1)
+    if not found:
+        raise procs.LabError('node %s has no run report' % name)
+    return client.get(found[0]['deploy_id'])
+
+
 def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
            out=print, timeout=900, wait=True):
     """Deploy ``image`` on a lab node; wait for ACTIVE (unless ``wait`` is
@@ -155,9 +177,8 @@ def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
         # What a failed test before left (ACTIVE, deploy failed): it is
         # not this deploy's failure too.
         reclaim(settings, index, out=out)
+    use_container_interfaces(settings, name)
     patch = [
-        {'op': 'add', 'path': '/deploy_interface', 'value': 'container'},
-        {'op': 'add', 'path': '/vendor_interface', 'value': 'container'},
         {'op': 'add', 'path': '/instance_info/container_image',
          'value': image},
         {'op': 'add', 'path': '/instance_info/container_mode',

@@ -23,6 +23,7 @@ from bmc_lab import content_servers
 from bmc_lab import host_libvirt
 from bmc_lab import ironic_service
 from bmc_lab import nodes
+from bmc_lab import osc
 from bmc_lab import procs
 from bmc_lab import programs
 from bmc_lab import services
@@ -100,8 +101,6 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
         ironic_service.start_ironic(settings, hardware_types,
                                     deploy_interfaces)
         cli = lab_client.wait_api(settings)
-        if settings.is_cloud:
-            cloud_profile.start_runs_api(settings)
         for i in range(settings.nodes):
             _say(out, 'Creating node %s (IPMI on 127.0.0.1:%d) ...'
                  % (settings.node_name(i), settings.ports.ipmi(i)))
@@ -116,7 +115,7 @@ def up(settings, out=print, hardware_types=None, deploy_interfaces=None,
                  'tunables profiles; starting nova-compute ...')
             cloud_profile.add_deploy_templates(settings, cli, out=out)
             cloud_profile.start_compute(settings)
-            cloud_profile.write_clouds_yaml(settings)
+        osc.write_clouds_yaml(settings)
         # Last: a BMC, nginx, the registry or ganesha that dies from now
         # on is started again (bmc_lab.supervisor).
         supervisor.start(settings)

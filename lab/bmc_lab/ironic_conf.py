@@ -104,6 +104,13 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
             'deploy_ramdisk': 'file://' + settings.path('images',
                                                         AGENT_RAMDISK),
         },
+        # The container runs API (ironic_service.RUNS_API): noauth as
+        # this Ironic; the cloud profile checks Keystone tokens.
+        'container_api': {
+            'host_ip': '127.0.0.1',
+            'port': str(settings.ports.runs_api),
+            'auth_strategy': 'noauth',
+        },
         'container': {
             'image_cache_dir': settings.path('ironic', 'container_cache'),
             'report_dir': settings.path('reports'),

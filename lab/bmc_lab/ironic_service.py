@@ -108,11 +108,13 @@ def ironic_overridden(settings, options):
 def _start_ironic_process(settings, name):
     proc = procs.spawn(settings, name, _ironic_argv(settings, name),
                        env=ironic_env(settings))
-    # The API answers once it is up.
-    if name in ('ironic', 'ironic-api'):
-        procs.wait_for_port(settings.ports.ironic_api, name,
-                            settings.log(name + '.log'), proc=proc,
-                            timeout=120)
+    # The APIs answer once they are up.
+    port = (settings.ports.runs_api if name == RUNS_API
+            else settings.ports.ironic_api
+            if name in ('ironic', 'ironic-api') else None)
+    if port:
+        procs.wait_for_port(port, name, settings.log(name + '.log'),
+                            proc=proc, timeout=120)
     return proc
 
 
@@ -181,8 +183,14 @@ def ironic_env(settings):
             'no_proxy': local, 'NO_PROXY': local}
 
 
+#: The container runs API (ironic_bmc.api), on Ironic's configuration:
+#: the tenants' read API in the cloud profile, the operator's (noauth)
+#: in the others.
+RUNS_API = 'ironic-bmc-api'
+
+
 def ironic_processes(settings):
     if settings.profile == lab_settings.PROFILE_SCALED:
-        return ('ironic-api',) + tuple(settings.conductor_process(i)
-                                       for i in range(settings.conductors))
-    return ('ironic',)
+        return ('ironic-api',) + tuple(settings.conductor_process(
+            i) for i in range(settings.conductors)) + (RUNS_API,)
+    return ('ironic', RUNS_API)

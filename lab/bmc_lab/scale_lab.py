@@ -36,7 +36,7 @@ DRIVER = 'container-fake-hardware'
 #: The scale lab's own ports and name: it may run next to another lab.
 PORTS = lab_settings.Ports(ironic_api=36385, http=38080, registry=35050,
                            nfs=32049, ipmi_base=36230, agent_base=39900,
-                           wol=36229)
+                           wol=36229, runs_api=36388)
 NAME = 'bmc-scale'
 JOB = ['/bin/sh', '-c', 'echo simulated']
 

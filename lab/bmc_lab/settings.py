@@ -57,6 +57,8 @@ class Ports:
     agent_base: int = 9900
     #: The Wake-on-LAN listener (UDP): magic packets start node domains.
     wol: int = 6229
+    #: The container runs API (ironic-bmc-api), beside Ironic.
+    runs_api: int = 6388
 
     def ipmi(self, index):
         return self.ipmi_base + index
@@ -68,6 +70,7 @@ class Ports:
         """All ports with a human name for each, for conflict checks."""
         names = {
             'ironic API': self.ironic_api,
+            'container runs API': self.runs_api,
             'nginx (Ironic http_root)': self.http,
             'docker-registry': self.registry,
             'nfs-ganesha (NFSv4)': self.nfs,
@@ -220,6 +223,10 @@ class Settings(SavedState):
     @property
     def api_url(self):
         return 'http://127.0.0.1:%d' % self.ports.ironic_api
+
+    @property
+    def runs_api_url(self):
+        return 'http://127.0.0.1:%d' % self.ports.runs_api
 
     @property
     def guest_api_url(self):

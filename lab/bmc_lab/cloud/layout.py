@@ -54,6 +54,9 @@ class Cloud(lab_settings.SavedState):
     rabbit_vhost: str = ''
     #: Password of admin, demo and the service users (a loopback lab).
     password: str = 'bmc-cloud'
+    #: The container runs API beside the lab's Ironic (catalog type
+    #: baremetal-container); None: not in the catalog.
+    runs_api_url: str = None
     #: What bmc_lab.cloud.register created (names -> ids).
     ids: dict = dataclasses.field(default_factory=dict)
     #: Seconds each step of the last ``up`` took.
@@ -120,15 +123,17 @@ class Cloud(lab_settings.SavedState):
     @property
     def endpoints(self):
         """Service type -> public endpoint, as registered in Keystone."""
-        return {
+        endpoints = {
             'identity': self.keystone_url,
             'image': self._url(self.ports.glance),
             'placement': self._url(self.ports.placement),
             'compute': self._url(self.ports.nova, '/v2.1'),
             'network': self._url(self.ports.neutron),
             'baremetal': self.ironic_api_url,
-            'baremetal-container': self._url(self.ports.runs_api),
         }
+        if self.runs_api_url:
+            endpoints['baremetal-container'] = self.runs_api_url
+        return endpoints
 
     def auth(self, username='admin', project='admin'):
         """keystoneauth password-plugin arguments (openstacksdk auth)."""

@@ -26,8 +26,6 @@ class CloudPorts:
     nova: int = 8774
     neutron: int = 9696
     horizon: int = 8000
-    #: The container runs API (ironic-bmc-api), beside the lab's Ironic.
-    runs_api: int = 6388
 
     @classmethod
     def shifted(cls, offset):
@@ -43,7 +41,6 @@ class CloudPorts:
             'Placement API': self.placement,
             'Nova API': self.nova,
             'Neutron API': self.neutron,
-            'container runs API': self.runs_api,
         }
         if horizon:
             names['Horizon'] = self.horizon

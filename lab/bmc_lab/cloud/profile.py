@@ -32,7 +32,6 @@ from bmc_lab.cloud import layout
 from bmc_lab.cloud import register
 from bmc_lab.cloud import services
 from bmc_lab import procs
-from bmc_lab import programs
 
 #: Ironic's resource class of the lab's nodes; Placement calls it
 #: register.RESOURCE_CLASS.
@@ -48,7 +47,8 @@ def cloud_of(settings):
     return layout.Cloud(state_dir=settings.state_dir,
                         prefix=settings.cloud_prefix,
                         ports=settings.cloud_ports,
-                        ironic_api_url=settings.api_url)
+                        ironic_api_url=settings.api_url,
+                        runs_api_url=settings.runs_api_url)
 
 
 def ironic_sections(settings):
@@ -76,10 +76,8 @@ def ironic_sections(settings):
         # a test's own registry with htpasswd stands for one (the tenant
         # isolation test: a tenant naming it gets no operator secret).
         'container': {'credential_registries': '127.0.0.1'},
-        # The tenants' read API of their runs (start_runs_api).
-        'container_api': {'host_ip': '127.0.0.1',
-                          'port': str(cloud.ports.runs_api),
-                          'auth_strategy': 'keystone'},
+        # The tenants' read API of their runs checks their tokens.
+        'container_api': {'auth_strategy': 'keystone'},
     }
 
 
@@ -87,29 +85,11 @@ def start(settings, out=print):
     """Start the cloud (without nova-compute) and Horizon; return the
     cloud's layout.Cloud."""
     cloud = services.up(settings.state_dir, settings.cloud_ports,
-                        settings.cloud_prefix, settings.api_url, out=out)
+                        settings.cloud_prefix, settings.api_url, out=out,
+                        runs_api_url=settings.runs_api_url)
     out('Starting Horizon (the first run builds its virtualenv) ...')
     horizon.start(cloud, out=out)
     return cloud
-
-
-#: The lab process serving the container runs API.
-RUNS_API = 'ironic-bmc-api'
-
-
-def start_runs_api(settings):
-    """The container runs API on the lab's Ironic configuration (its
-    report_dir, [container_api] and [keystone_authtoken]), once Ironic
-    is up."""
-    if procs.running(settings, RUNS_API):
-        return
-    cloud = loaded(settings)
-    proc = procs.spawn(settings, RUNS_API, [
-        programs.venv_bin(RUNS_API),
-        '--config-file', settings.path('etc', 'ironic.conf')])
-    procs.wait_for_port(cloud.ports.runs_api, RUNS_API,
-                        settings.log(RUNS_API + '.log'), proc=proc,
-                        timeout=60)
 
 
 def start_compute(settings):
@@ -166,13 +146,15 @@ def keystone_session(settings):
 
 
 def write_clouds_yaml(settings):
-    """``<state dir>/clouds.yaml`` with the lab's three identities, for
+    """``<state dir>/clouds.yaml`` with the lab's four identities, for
     ``OS_CLIENT_CONFIG_FILE=... OS_CLOUD=bmc-lab-demo openstack ...``."""
     cloud = loaded(settings)
     entries = {
         'bmc-lab-admin': cloud.system_auth(),
         'bmc-lab-project-admin': cloud.auth(),
         'bmc-lab-demo': cloud.auth(register.DEMO, register.DEMO),
+        'bmc-lab-demo-b': cloud.auth(register.OTHER_TENANT,
+                                     register.OTHER_TENANT),
     }
     data = {'clouds': {
         name: {'auth': auth, 'region_name': layout.REGION,

@@ -181,6 +181,15 @@ class RunsAPITestCase(base.TestCase):
         self.assertEqual([self.run_b['deploy_id']],
                          [r['deploy_id'] for r in response.json['runs']])
 
+    def test_list_by_node_name(self):
+        response = self._get('/v1/runs?node=n')
+        self.assertEqual([self.run_a['deploy_id']],
+                         [r['deploy_id'] for r in response.json['runs']])
+        response = self._get('/v1/runs?node=other-name')
+        self.assertEqual([], response.json['runs'])
+        response = self._get('/v1/runs?node=n', system=True)
+        self.assertEqual(3, len(response.json['runs']))
+
     def test_list_by_instance(self):
         response = self._get('/v1/runs?instance_uuid=%s'
                              % self.run_a['instance_uuid'])
@@ -207,7 +216,11 @@ class RunsAPITestCase(base.TestCase):
         self.assertIn('limit', response.json['error']['message'])
         response = self._get('/v1/runs?node=../etc')
         self.assertEqual(400, response.status_int)
-        self.assertIn('node must be a UUID',
+        self.assertIn('node must be a node UUID or name',
+                      response.json['error']['message'])
+        response = self._get('/v1/runs?instance_uuid=x')
+        self.assertEqual(400, response.status_int)
+        self.assertIn('instance_uuid must be a UUID',
                       response.json['error']['message'])
 
     # --- output and results ---------------------------------------------

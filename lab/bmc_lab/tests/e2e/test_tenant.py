@@ -19,7 +19,10 @@ credentials, uploads a Glance image whose properties name the container
 and boots a server; nothing is set on the node by hand.
 """
 
+import json
 import os
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -31,6 +34,7 @@ from bmc_lab.cloud import tempest_run
 from bmc_lab import container_job
 from bmc_lab import horizon_browser
 from bmc_lab import procs
+from bmc_lab import programs
 from bmc_lab import tenant_job
 from ironic_bmc import image_properties
 
@@ -82,9 +86,10 @@ def nova_job(lab):
     # The tenant reads its run with its own token, while the server
     # lives and after it is deleted.
     own = _read_run(settings, server.id)
+    cli = _cli_reads(settings, server.id)
     tenant_job.delete(settings, server.id)
     return {'image': image, 'node': node, 'report': report,
-            'server': server, 'own': own,
+            'server': server, 'own': own, 'cli': cli,
             'own_after_delete': _read_run(settings, server.id),
             'final_status': final.status,
             'status_after_delete': tenant_job.server_status(settings,
@@ -109,6 +114,74 @@ def _read_run(settings, server_id):
         seen['result'] = (result.status_code, result.content,
                           result.headers.get('X-Result-Sha256'))
     return seen
+
+
+def _openstack(settings, *args, cloud='bmc-lab-demo'):
+    """``openstack --os-cloud CLOUD ARGS`` with the lab's clouds.yaml:
+    (exit status, stdout, stderr)."""
+    env = dict(os.environ,
+               OS_CLIENT_CONFIG_FILE=cloud_profile.write_clouds_yaml(
+                   settings))
+    proc = subprocess.run(
+        [programs.venv_bin('openstack'), '--os-cloud', cloud] + list(args),
+        capture_output=True, text=True, env=env, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _cli_reads(settings, server_id):
+    """What the tenant's CLI plugin gives for its server: the report,
+    the output, the result files and both charts (files written under
+    the lab's state directory)."""
+    out_dir = os.path.join(settings.state_dir, 'tenant-cli')
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    seen = {'dir': out_dir}
+    seen['show'] = _openstack(settings, 'baremetal', 'container', 'show',
+                              server_id, '-f', 'json')
+    seen['logs'] = _openstack(settings, 'baremetal', 'container', 'logs',
+                              server_id)
+    seen['results'] = _openstack(settings, 'baremetal', 'container',
+                                 'results', server_id, '--output-dir',
+                                 os.path.join(out_dir, 'results'))
+    for kind in ('timeline', 'power'):
+        seen[kind] = _openstack(
+            settings, 'baremetal', 'container', 'chart', server_id,
+            '--kind', kind, '--format', 'png',
+            '-o', os.path.join(out_dir, kind + '.png'))
+    # The other tenant, with its own token, for the same server.
+    seen['other_show'] = _openstack(settings, 'baremetal', 'container',
+                                    'show', server_id,
+                                    cloud='bmc-lab-demo-b')
+    return seen
+
+
+def test_tenant_reads_its_run_through_the_cli_plugin(nova_job):
+    """``openstack baremetal container show/logs/results/chart`` as the
+    tenant, with its own credentials; the other tenant is told nothing
+    of it."""
+    cli = nova_job['cli']
+    status, out, err = cli['show']
+    assert status == 0, err
+    shown = json.loads(out)
+    assert shown['state'] == 'finished'
+    assert shown['workload_exit_code'] == 0
+    assert shown['deploy_id'] == nova_job['report']['deploy_id']
+    status, out, err = cli['logs']
+    assert status == 0, err
+    assert 'message:  from a Glance property' in out
+    status, out, err = cli['results']
+    assert status == 0, err
+    with open(os.path.join(cli['dir'], 'results', 'etc', 'passwd'),
+              'rb') as f:
+        assert f.read() == b'root:x:0:0:root:/root:/bin/sh\n'
+    for kind in ('timeline', 'power'):
+        status, out, err = cli[kind]
+        assert status == 0, (kind, err)
+        with open(os.path.join(cli['dir'], kind + '.png'), 'rb') as f:
+            assert f.read(8) == b'\x89PNG\r\n\x1a\n', kind
+    status, out, err = cli['other_show']
+    assert status == 1
+    assert 'no run' in err.lower() or 'not found' in err.lower(), err
 
 
 def test_tenant_reads_its_run_with_its_own_token(nova_job):

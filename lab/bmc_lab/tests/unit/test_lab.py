@@ -189,7 +189,8 @@ def test_second_conductor_has_its_own_host_cache_and_reports(tmp_path):
     settings = lab_settings.Settings(state_dir=str(tmp_path), name='lab',
                                      profile='scaled', conductors=2)
     assert ironic_service.ironic_processes(settings) == (
-        'ironic-api', 'ironic-conductor', 'ironic-conductor-2')
+        'ironic-api', 'ironic-conductor', 'ironic-conductor-2',
+        'ironic-bmc-api')
     base = _conf(settings)
     # Take-over within a minute, not Ironic's 4 (heartbeat_timeout 60 +
     # sync_local_state_interval 180).
