@@ -177,8 +177,9 @@ def authorized_keys(root, keys):
         _dir_in_root(root, '/root')
         ssh = _dir_in_root(root, '/root/.ssh')
         # A symlink there is refused (ELOOP), not followed.
-        fd = os.open(os.path.join(ssh, 'authorized_keys'), os.O_RDWR | os.O_CREAT | os.O_APPEND
-                     | os.O_NOFOLLOW, 0o600)
+        fd = os.open(os.path.join(ssh, 'authorized_keys'),
+                     os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                     0o600)
     except (OSError, oci_spec.SpecError) as exc:
         raise ConfigDriveError('cannot write %s in the container\'s root: '
                                '%s' % (KEYS_PATH, exc)) from None
