@@ -10,8 +10,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import base64
+import gzip
 import io
 import json
+import shutil
 from unittest import mock
 
 import pytest
@@ -143,3 +146,20 @@ def test_rock_ridge_symlink_left_out():
     iso.write_fp(out)
     _image, entries = check(out.getvalue())
     assert [e.path for e in entries] == ['f']
+
+
+@pytest.mark.skipif(not shutil.which('genisoimage'),
+                    reason='genisoimage is not installed')
+def test_what_ironic_and_nova_build():
+    """A config drive as openstacksdk builds it for Ironic (genisoimage
+    -J -r, as Nova): the Joliet and the Rock Ridge trees agree."""
+    from openstack.baremetal import configdrive as sdk
+    iso = gzip.decompress(base64.b64decode(sdk.build(
+        {'public_keys': {'k': isos.KEY}, 'uuid': 'u'},
+        user_data=b'#!/bin/sh\necho hi', network_data={'links': []},
+        vendor_data={'a': 1})))
+    image, entries = check(iso)
+    assert cd.public_keys(image, entries) == [isos.KEY]
+    assert 'openstack/latest/vendor_data2.json' in files_of(entries)
+    image._joliet_root = None
+    assert image.entries() == entries
