@@ -121,7 +121,8 @@ are bound read-only at CONFIGDRIVE_PATH, it is attached as a read-only
 loop device labelled ``config-2``, and with ``authorized_keys`` the
 public keys of its meta_data.json are added to the root's
 ``/root/.ssh/authorized_keys``).  Returns ``{"pid": int, "started":
-float[, "configdrive": {"files", "bytes", "device", "authorized_keys"}]}``.
+float[, "configdrive": {"files", "bytes", "device", "authorized_keys",
+"seconds"}]}``.
 """
 
 STEP_WORKLOAD_STATUS = 'bmc_workload_status'

@@ -253,8 +253,11 @@ REPORT_FIELDS = (
                 'true`` with its ``bytes`` (the ISO, unpacked), '
                 '``sha256``, ``file_count``, ``files`` (the first of their '
                 'paths) and ``public_keys`` (how many meta_data.json '
-                'holds); or ``used: false`` with the ``reason`` it was '
-                'left out (``container_configdrive_optional``).'),
+                'holds), and ``node``: what the agent did (``files`` '
+                'extracted, ``authorized_keys`` added, the loop '
+                '``device``, ``seconds``); or ``used: false`` with the '
+                '``reason`` it was left out '
+                '(``container_configdrive_optional``).'),
     ReportField('workload_exit_code', 'integer or null',
                 'The workload\'s exit code, once it exited.'),
     ReportField('output_tail', 'string',

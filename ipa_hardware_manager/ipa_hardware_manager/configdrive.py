@@ -38,6 +38,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 from oslo_log import log
 
@@ -96,6 +97,7 @@ def prepare(args, root, base=None):
     :raises ConfigDriveError: naming what went wrong.
     """
     validate(args)
+    start = time.monotonic()
     base = base or BASE
     release(base)
     os.makedirs(base, mode=0o700)
@@ -119,7 +121,8 @@ def prepare(args, root, base=None):
     device = attach(iso, base)
     return files, {'files': sum(1 for e in entries if not e.is_dir),
                    'bytes': args['size'], 'device': device,
-                   'authorized_keys': added}
+                   'authorized_keys': added,
+                   'seconds': round(time.monotonic() - start, 3)}
 
 
 def _inside(target, path):

@@ -38,6 +38,7 @@ import binascii
 import gzip
 import hashlib
 import os
+import re
 import tempfile
 import zlib
 
@@ -314,3 +315,29 @@ def step_arg(info):
 
 def unpublish(task):
     boot_files.unpublish(task, DIR_KEY)
+
+
+_LOOP = re.compile(r'^/dev/loop[0-9]{1,5}$')
+
+
+def node_facts(given):
+    """What the agent says it did with the configdrive (the start step's
+    ``configdrive``), checked: it answers once the workload, root next
+    to it, has started.  Only counts, seconds and a loop device's name
+    are kept."""
+    if not isinstance(given, dict):
+        return None
+    out = {}
+    for key in ('files', 'authorized_keys'):
+        value = given.get(key)
+        if (isinstance(value, int) and not isinstance(value, bool)
+                and 0 <= value <= reader.MAX_FILES):
+            out[key] = value
+    seconds = given.get('seconds')
+    if (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+            and 0 <= seconds < 86400):
+        out['seconds'] = round(float(seconds), 3)
+    device = given.get('device')
+    out['device'] = (device if isinstance(device, str)
+                     and _LOOP.match(device) else None)
+    return out

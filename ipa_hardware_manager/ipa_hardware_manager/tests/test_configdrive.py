@@ -64,6 +64,7 @@ class PrepareTest(Base):
     def test_files_keys_and_device(self):
         files, done = configdrive.prepare(self.args, self.root, self.base)
         self.assertEqual(os.path.join(self.base, 'files'), files)
+        self.assertGreaterEqual(done.pop('seconds'), 0)
         self.assertEqual({'files': 3, 'bytes': len(self.iso),
                           'device': '/dev/loop7', 'authorized_keys': 1},
                          done)

@@ -307,3 +307,42 @@ class DeployTestCase(base.ContainerDeployTestCase):
         self._deploy(mock_resolve, None)
         node = objects.Node.get_by_uuid(self.context, self.node.uuid)
         self.assertNotIn('configdrive', run_report.get(node))
+
+
+class NodeFactsTestCase(base.ContainerDeployTestCase):
+
+    def test_checked(self):
+        self.assertEqual(
+            {'files': 4, 'authorized_keys': 1, 'seconds': 0.25,
+             'device': '/dev/loop3'},
+            configdrive.node_facts({'files': 4, 'authorized_keys': 1,
+                                    'seconds': 0.25, 'device': '/dev/loop3',
+                                    'bytes': 'x' * 10 ** 6}))
+        self.assertEqual(
+            {'device': None},
+            configdrive.node_facts({'files': -1, 'authorized_keys': True,
+                                    'seconds': 'slow',
+                                    'device': '/dev/loop3; rm -rf /'}))
+        self.assertIsNone(configdrive.node_facts(['x']))
+
+    def test_start_step_result_in_the_report(self):
+        from ironic_bmc.drivers import step_hooks
+        report = run_report.new(self.node, mock.Mock(
+            image=base.IMAGE, rootfs='ramfs', mode='job'))
+        report['configdrive'] = {'used': True, 'bytes': 1}
+        self.node.provision_state = states.DEPLOYWAIT
+        self.node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            step_hooks.after_start_workload(task, {'command_result': {
+                'deploy_result': {'pid': 7, 'started': 100.0,
+                                  'configdrive': {
+                                      'files': 4, 'authorized_keys': 1,
+                                      'device': '/dev/loop0',
+                                      'seconds': 0.1}}}})
+            task.node.save()
+        report = run_report.get(objects.Node.get_by_uuid(self.context,
+                                                         self.node.uuid))
+        self.assertEqual({'used': True, 'bytes': 1, 'node': {
+            'files': 4, 'authorized_keys': 1, 'device': '/dev/loop0',
+            'seconds': 0.1}}, report['configdrive'])
