@@ -348,4 +348,8 @@ def test_configdrive_keypair_and_user_data_reach_the_container(lab):
     drive = report['configdrive']
     assert drive['used'] is True and drive['public_keys'] == 1, drive
     assert 'openstack/latest/user_data' in drive['files'], drive
+    node = drive['node']
+    assert node['authorized_keys'] == 1, drive
+    assert node['device'].startswith('/dev/loop'), drive
+    print('configdrive on the node: %s s' % node.get('seconds'))
     container_job.undeploy(lab)
