@@ -18,8 +18,9 @@ tunables profile, each checked by the tests that read its report); then
 a kernel that never calls back is deployed and must time out into
 DEPLOYFAIL with the node powered off; the benchmark's baseline, Ironic's
 ``direct`` deploy of a whole-disk image, must boot the node from its
-disk; and a service step must change the tunables of a running container
-without a reboot.
+disk; a service step must change the tunables of a running container
+without a reboot; and the configdrive of ``node deploy --config-drive``
+must reach the container (keypair, user data, a ``config-2`` device).
 """
 
 import json
