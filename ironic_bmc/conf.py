@@ -189,6 +189,31 @@ opts = [
                help='MiB the result files of a run '
                     '(instance_info/container_results) may hold together; '
                     'a file past the bound is reported, not returned.'),
+    cfg.IntOpt('configdrive_max_kb', default=64 * 1024, min=1,
+               max=1024 * 1024,
+               help='KiB a deploy\'s configdrive (the ISO 9660 image, '
+                    'unpacked) may hold: its base64 text, its gzip '
+                    'stream and its files are read up to this bound, and '
+                    'a larger one is refused (or left out, see '
+                    'configdrive_optional).  Nova\'s configdrives hold '
+                    'its metadata and user data (at most 64 KiB), usually '
+                    'well under 1 MiB; 64 MiB is the size of a Nova vfat '
+                    'config drive.'),
+    cfg.BoolOpt('configdrive_optional', default=False,
+                help='A configdrive that is malformed or larger than '
+                     'configdrive_max_kb is left out and the run goes on '
+                     'without it (the run report\'s configdrive says '
+                     'why), instead of failing the deploy before the node '
+                     'is powered on.  instance_info/'
+                     'container_configdrive_optional overrides it per '
+                     'deploy.'),
+    cfg.BoolOpt('configdrive_authorized_keys', default=True,
+                help='The agent adds the public keys of the configdrive\'s '
+                     'meta_data.json (the tenant\'s Nova keypair) to '
+                     '/root/.ssh/authorized_keys in the container\'s root '
+                     'before the workload starts, as cloud-init would.  '
+                     'The configdrive\'s files are given to the container '
+                     'either way.'),
     cfg.BoolOpt('allow_privileged', default=True,
                 help='Let workloads run privileged, sharing the machine '
                      '(every device and capability, writable /sys, kernel '

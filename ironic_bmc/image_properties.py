@@ -60,7 +60,8 @@ BOOT_IMAGE_FORMATS = {'kernel': 'aki', 'kernel_modules': 'ari'}
 #: Keys only the operator may set (in instance_info), refused as image
 #: properties.
 OPERATOR_KEYS = ('kernel', 'ramdisk', 'kernel_modules', 'image_pull_secret',
-                 protocol.II_MEASURE_LINK, protocol.II_NOISE_PROBE)
+                 protocol.II_MEASURE_LINK, protocol.II_NOISE_PROBE,
+                 protocol.II_CONFIGDRIVE_OPTIONAL)
 #: driver_internal_info key of the snapshot.
 SNAPSHOT_KEY = 'bmc_image_properties'
 

@@ -16,6 +16,7 @@ PACKAGES=(
     curl socat gcc python3-dev python3-venv
     chromium chromium-driver
     syslinux syslinux-common mtools dosfstools e2fsprogs
+    genisoimage
 )
 
 if [ "$(id -u)" != 0 ]; then

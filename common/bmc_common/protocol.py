@@ -63,6 +63,13 @@ II_PRIVILEGED = 'container_privileged'
 II_RLIMITS = 'container_rlimits'
 #: Files (absolute paths inside the container) returned with the report.
 II_RESULTS = 'container_results'
+#: A configdrive that is malformed or too large is left out (reported)
+#: instead of failing the deploy (over [container]configdrive_optional).
+II_CONFIGDRIVE_OPTIONAL = 'container_configdrive_optional'
+#: Ironic's own instance_info key (not one of the container deploy's):
+#: the configdrive of the deploy, Nova's or the one ``openstack baremetal
+#: node deploy --config-drive`` gives.
+CONFIGDRIVE_KEY = 'configdrive'
 
 ROOTFS_RAMFS = 'ramfs'
 ROOTFS_NFS = 'nfs'
@@ -108,8 +115,14 @@ args: ``command`` (list of str, required), ``env`` (dict), ``workdir``
 (str), ``user`` (``uid[:gid]`` or name), ``mode`` (one of WORKLOAD_MODES),
 ``stop_signal`` (the image's StopSignal), ``walltime`` (seconds),
 ``privileged`` (bool, default true), ``rlimits`` (see
-``bmc_common.oci.parse_rlimits``).  Returns ``{"pid": int, "started":
-float}``.
+``bmc_common.oci.parse_rlimits``), ``configdrive`` (``{"url", "sha256",
+"size", "authorized_keys"}``: the ISO the conductor checked; its files
+are bound read-only at CONFIGDRIVE_PATH, it is attached as a read-only
+loop device labelled ``config-2``, and with ``authorized_keys`` the
+public keys of its meta_data.json are added to the root's
+``/root/.ssh/authorized_keys``).  Returns ``{"pid": int, "started":
+float[, "configdrive": {"files", "bytes", "device", "authorized_keys",
+"seconds"}]}``.
 """
 
 STEP_WORKLOAD_STATUS = 'bmc_workload_status'
@@ -169,6 +182,10 @@ def unpack(text):
 #: exited, so they cannot be results.
 # a list of mount points to refuse, not a file opened.
 CONTAINER_MOUNTS = ('/proc', '/dev', '/sys', '/run', '/tmp')  # noqa: S108
+
+#: Where the container sees the files of the configdrive (read-only):
+#: ``openstack/latest/meta_data.json``, ``user_data``...
+CONFIGDRIVE_PATH = '/run/bmc/config-drive'
 
 STOP_REQUEST = 'request'
 STOP_UNDEPLOY = 'undeploy'

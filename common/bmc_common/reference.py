@@ -124,6 +124,13 @@ INSTANCE_INFO_KEYS = (
     Key(protocol.II_MEASURE_LINK, 'boolean', '``false``', WHO_OPERATOR,
         'Diagnostic: the agent first times a plain HTTP transfer of the '
         'artifact (the report\'s ``staging.raw_transfer_s``).'),
+    Key(protocol.II_CONFIGDRIVE_OPTIONAL, 'boolean',
+        '``[container]configdrive_optional`` (``false``)', WHO_OPERATOR,
+        '``true``: a configdrive that is malformed or larger than '
+        '``[container]configdrive_max_kb`` is left out, the run goes on '
+        'without it and the report\'s ``configdrive`` says why. '
+        '``false``: such a configdrive fails the deploy before the node '
+        'is powered on (see :ref:`configdrive`).'),
     Key(protocol.II_NOISE_PROBE, 'seconds or JSON object', None, WHO_OPERATOR,
         'Runs the OS-noise probe (``bmc_noise_probe``) on the workload\'s '
         'CPUs before and after the tunables are applied, so the report '
@@ -252,6 +259,16 @@ REPORT_FIELDS = (
                 '``after-tunables`` (``container_noise_probe``), '
                 '``service-<time>`` (the ``bmc_noise_probe`` service '
                 'step).'),
+    ReportField('configdrive', 'object',
+                'The deploy\'s configdrive, when it had one: ``used: '
+                'true`` with its ``bytes`` (the ISO, unpacked), '
+                '``sha256``, ``file_count``, ``files`` (the first of their '
+                'paths) and ``public_keys`` (how many meta_data.json '
+                'holds), and ``node``: what the agent did (``files`` '
+                'extracted, ``authorized_keys`` added, the loop '
+                '``device``, ``seconds``); or ``used: false`` with the '
+                '``reason`` it was left out '
+                '(``container_configdrive_optional``).'),
     ReportField('workload_exit_code', 'integer or null',
                 'The workload\'s exit code, once it exited.'),
     ReportField('output_tail', 'string',

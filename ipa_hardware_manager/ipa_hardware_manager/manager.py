@@ -30,6 +30,7 @@ from oslo_log import log
 
 from ipa_hardware_manager import agent_quiet
 from ipa_hardware_manager import boot_times as node_boot
+from ipa_hardware_manager import configdrive as drive
 from ipa_hardware_manager import kexec
 from ipa_hardware_manager import rootfs as staging
 from ipa_hardware_manager import rootfs_download
@@ -106,6 +107,12 @@ START_WORKLOAD_ARGSINFO = {
     'output_max': {'description': 'bytes of the most recent output kept '
                    'in RAM (default %d)' % workload.DEFAULT_OUTPUT_MAX,
                    'required': False},
+    'configdrive': {'description': '{url, sha256, size, authorized_keys} '
+                    'of the configdrive ISO: its files are bound read-only '
+                    'at %s, it is attached as a loop device, and with '
+                    'authorized_keys its public keys are added to '
+                    '/root/.ssh/authorized_keys in the root'
+                    % protocol.CONFIGDRIVE_PATH, 'required': False},
 }
 
 COLLECT_OUTPUT_ARGSINFO = {
@@ -224,23 +231,38 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                            mode=protocol.MODE_JOB, stop_signal=None,
                            walltime=None, privileged=True, rlimits=None,
                            stop_grace=workload.DEFAULT_GRACE,
-                           output_max=workload.DEFAULT_OUTPUT_MAX, **kwargs):
+                           output_max=workload.DEFAULT_OUTPUT_MAX,
+                           configdrive=None, **kwargs):
         """Start the workload in the staged root (protocol step)."""
         staged = staging.load()
+        given = None
         try:
             if not staged:
                 raise workload.WorkloadError('no rootfs staged: run %s first'
                                              % protocol.STEP_STAGE_ROOTFS)
+            mounts = []
+            if configdrive is not None:
+                if self.supervisor.status()['state'] == 'running':
+                    raise workload.WorkloadError(
+                        'a workload is running; stop it first')
+                try:
+                    files, given = drive.prepare(configdrive, staged['root'])
+                except drive.ConfigDriveError as exc:
+                    raise workload.WorkloadError(str(exc)) from None
+                mounts.append(drive.mount(files))
             result = self.supervisor.start(
                 staged['root'], command, env=env, workdir=workdir,
                 user=user, mode=mode, stop_signal=stop_signal,
                 walltime=walltime, privileged=privileged, rlimits=rlimits,
-                stop_grace=stop_grace, output_max=output_max)
+                stop_grace=stop_grace, output_max=output_max,
+                mounts=mounts)
         except workload.WorkloadError as exc:
             problem = rootfs_verity.integrity_problem()
             raise errors.DeploymentError('%s: %s%s' % (
                 protocol.STEP_START_WORKLOAD, exc,
                 '; ' + problem if problem else '')) from exc
+        if given:
+            result['configdrive'] = given
         partitions = steps_tunables.partitions_at_start(
             result.get('container_pid'))
         if partitions:

@@ -315,7 +315,8 @@ def _cpu_list(cpus):
 
 def build(root, command, env=None, workdir=None, user=None,
           privileged=True, rlimits=None, cpus=None, hugepages=False,
-          cgroup_path='/bmc-workload', cap_last_cap=40, annotations=None):
+          cgroup_path='/bmc-workload', cap_last_cap=40, annotations=None,
+          mounts=None):
     """The runtime spec of the workload as a dict (``config.json``).
 
     :param root: the staged root (the container's ``root.path``).
@@ -323,6 +324,7 @@ def build(root, command, env=None, workdir=None, user=None,
     :param rlimits: ``container_rlimits`` (over the HPC defaults).
     :param cpus: the CPUs the workload owns (a cpuset), or None.
     :param hugepages: mount hugetlbfs at /dev/hugepages.
+    :param mounts: OCI mounts over the defaults (the configdrive's).
     :param command: a non-empty list of strings, ``workdir`` an absolute
         path (the caller has checked both).
     :raises SpecError: naming what is wrong.
@@ -367,7 +369,7 @@ def build(root, command, env=None, workdir=None, user=None,
         'ociVersion': OCI_VERSION,
         'process': process,
         'root': {'path': root, 'readonly': False},
-        'mounts': _mounts(privileged, hugepages),
+        'mounts': _mounts(privileged, hugepages) + list(mounts or ()),
         'linux': linux,
     }
     if not privileged:

@@ -186,7 +186,7 @@ class Supervisor(workload_stop.StopMixin):
     def start(self, root, command, env=None, workdir=None, user=None,
               mode=protocol.MODE_JOB, stop_signal=None, walltime=None,
               privileged=True, rlimits=None, stop_grace=DEFAULT_GRACE,
-              output_max=DEFAULT_OUTPUT_MAX):
+              output_max=DEFAULT_OUTPUT_MAX, mounts=None):
         stop_number, seconds, stop_grace = workload_args.validate(
             command, env, workdir, mode, stop_signal, walltime, privileged,
             stop_grace, output_max)
@@ -208,7 +208,8 @@ class Supervisor(workload_stop.StopMixin):
                 hugepages=oci_spec.hugepages_configured(),
                 cgroup_path=CGROUP_PATH,
                 cap_last_cap=oci_spec.cap_last_cap(),
-                annotations={'org.openstack.ironic.bmc.mode': mode})
+                annotations={'org.openstack.ironic.bmc.mode': mode},
+                mounts=mounts)
             spec['mounts'] = oci_spec.resolve_mount_points(root,
                                                            spec['mounts'])
         except oci_spec.SpecError as exc:

@@ -260,29 +260,44 @@ def publish_artifact(task, artifact_path, fmt, verity_path=None):
     ``[deploy]http_url``: the agent fetches it from the provisioning
     network, as it fetches the boot files.
     """
+    name = 'rootfs.' + fmt
+    files = [(artifact_path, name)]
+    if verity_path:
+        files.append((verity_path, name + VERITY_SUFFIX))
+    return publish_files(task, 'rootfs', ARTIFACT_DIR_KEY, files)
+
+
+def publish_files(task, kind, key, files):
+    """Publish ``files`` (``(path, name)`` pairs) for this deploy under
+    a new directory named ``kind-<random token>``, recorded in the node's
+    driver_internal_info ``key``; returns the URL of the first.  (See
+    :func:`publish_artifact`.)"""
     node = task.node
-    rel = os.path.join(node.uuid, 'rootfs-' + secrets.token_urlsafe(24))
+    rel = os.path.join(node.uuid, kind + '-' + secrets.token_urlsafe(24))
     directory = os.path.join(CONF.deploy.http_root, rel)
     os.makedirs(directory, mode=0o755)
     for chmod_dir in (os.path.dirname(directory), directory):
         # served by the HTTP server; the name is the secret.
         os.chmod(chmod_dir, 0o755)  # noqa: S103
-    node.set_driver_internal_info(ARTIFACT_DIR_KEY, rel)
-    name = 'rootfs.' + fmt
-    _link(artifact_path, directory, name)
-    if verity_path:
-        _link(verity_path, directory, name + VERITY_SUFFIX)
+    node.set_driver_internal_info(key, rel)
+    for path, name in files:
+        _link(path, directory, name)
     if _selinux():
         utils.execute(RESTORECON, '-i', '-R', directory)
-    return '/'.join((CONF.deploy.http_url.rstrip('/'), rel, name))
+    return '/'.join((CONF.deploy.http_url.rstrip('/'), rel, files[0][1]))
 
 
-def unpublish_artifact(task):
-    for key in (ARTIFACT_DIR_KEY, _OLD_ARTIFACT_DIR_KEY):
+def unpublish(task, *keys):
+    """Remove what :func:`publish_files` published under ``keys``."""
+    for key in keys:
         rel = task.node.del_driver_internal_info(key)
         if rel:
             shutil.rmtree(os.path.join(CONF.deploy.http_root, rel),
                           ignore_errors=True)
+
+
+def unpublish_artifact(task):
+    unpublish(task, ARTIFACT_DIR_KEY, _OLD_ARTIFACT_DIR_KEY)
 
 
 def clean_up(task):

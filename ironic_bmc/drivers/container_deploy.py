@@ -50,6 +50,7 @@ from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import boot_report
 from ironic_bmc.drivers import cleaning
+from ironic_bmc.drivers import configdrive
 from ironic_bmc.drivers import deploy_checks
 from ironic_bmc.drivers import deploy_periodics
 from ironic_bmc.drivers import energy
@@ -148,6 +149,11 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         container = deploy_info.for_task(task)
         run_close.end_previous(task)
         report = run_report.new(node, container)
+        # Before anything is staged or powered: a refused configdrive
+        # fails the deploy here (unless the operator lets it go on).
+        drive_args, drive_report = self._configdrive(task)
+        if drive_report:
+            run_report.update(node, report, configdrive=drive_report)
         images = boot_files.boot_images(task)
         run_report.update(
             node, report,
@@ -176,6 +182,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             'stream_cache': stream_cache.for_container(node, container),
             'tunables_strict': container.tunables_strict,
             'results': container.results,
+            'configdrive': drive_args,
         })
         up = node_boot.bring_up(task, report, kernel_args, claim)
         unavailable = energy.start(node)
@@ -202,6 +209,12 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             raise exception.InstanceDeployFailure(
                 _('Cannot deploy container image %(image)s: %(err)s')
                 % {'image': container.image, 'err': exc})
+
+    def _configdrive(self, task):
+        try:
+            return configdrive.prepare(task)
+        except exception.InvalidParameterValue as exc:
+            raise exception.InstanceDeployFailure(str(exc)) from None
 
     def _execute_in_band(self, task, args):
         node = task.node
@@ -295,13 +308,19 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             boot_files.unpublish_artifact(task)
             info.pop(rootfs_build.URL_KEY, None)
             node.set_driver_internal_info(DEPLOY_KEY, info)
-        return self._execute_in_band(task, info['workload_args'])
+        args = info['workload_args']
+        drive = configdrive.step_arg(info.get('configdrive'))
+        if drive:
+            args = dict(args, configdrive=drive)
+        return self._execute_in_band(task, args)
 
     @base.deploy_step(priority=10)
     @run_report.written_once
     def bmc_record_start(self, task):
         """The workload runs: the node becomes ACTIVE."""
         node = task.node
+        # The agent holds the configdrive now.
+        configdrive.unpublish(task)
         agent_calls.remember(node)
         run_report.update(node, run_report.get(node), state='running')
         # (Ironic saves the node as the deploy ends, before the first
@@ -369,6 +388,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         node = task.node
         run_close.close(task)
         boot_files.clean_up(task)
+        configdrive.unpublish(task)
         rootfs.release(node)
         warm.forget(node)
         node.del_driver_internal_info(DEPLOY_KEY)

@@ -28,6 +28,7 @@ from ironic.drivers.modules import deploy_utils
 from bmc_common import protocol
 from ironic_bmc import deploy_info
 from ironic_bmc.drivers import boot_files
+from ironic_bmc.drivers import configdrive
 from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import tuning
 from ironic_bmc import image_properties
@@ -48,6 +49,9 @@ def validate(task):
     # memory only: validate may hold a shared lock).
     image_properties.snapshot(task)
     container = deploy_info.for_task(task)
+    # (The configdrive itself arrives with the deploy request, after
+    # validate: the deploy step checks it.)
+    configdrive.optional(node)
     if node.network_interface not in SUPPORTED_NETWORKS:
         raise exception.InvalidParameterValue(
             _('The container deploy interface needs a network interface '

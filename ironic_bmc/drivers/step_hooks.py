@@ -18,6 +18,7 @@ from ironic.drivers.modules import agent_base
 from bmc_common import protocol
 from ironic_bmc.drivers import boot_http_log
 from ironic_bmc.drivers import boot_report
+from ironic_bmc.drivers import configdrive
 from ironic_bmc.drivers import stream_report
 from ironic_bmc import report as run_report
 
@@ -107,6 +108,10 @@ def after_start_workload(task, command):
     begin = stages.get(protocol.STAGE_ROOTFS_STAGED, {}).get('end', started)
     run_report.add_stage(node, report, protocol.STAGE_WORKLOAD_STARTED,
                          begin, started)
+    section = report.get('configdrive')
+    if section and section.get('used') and 'configdrive' in result:
+        run_report.update(node, report, configdrive=dict(
+            section, node=configdrive.node_facts(result['configdrive'])))
     partitions = result.get('partitions')
     if partitions:
         run_report.update(node, report, tunables=with_partitions(

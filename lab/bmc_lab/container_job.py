@@ -168,9 +168,12 @@ def newest_report(settings, name):
 
 
 def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
-           out=print, timeout=900, wait=True):
+           out=print, timeout=900, wait=True, configdrive=None):
     """Deploy ``image`` on a lab node; wait for ACTIVE (unless ``wait`` is
-    false); return the node's state watcher."""
+    false); return the node's state watcher.  ``configdrive`` goes with
+    the request, as ``openstack baremetal node deploy --config-drive``
+    sends it (a JSON object Ironic builds the ISO from, or the gzipped
+    base64 ISO)."""
     cli = lab_client.get_client(settings)
     name = settings.node_name(index)
     if cli.node.get(name).provision_state != 'available':
@@ -191,7 +194,9 @@ def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
     watcher = lab_client.StateWatcher(cli, name)
     out('Deploying %s on %s with the container deploy interface ...'
         % (image, name))
-    cli.node.set_provision_state(name, 'active')
+    cli.node.set_provision_state(
+        name, 'active',
+        **({} if configdrive is None else {'configdrive': configdrive}))
     if wait:
         watcher.wait('active', timeout)
     return watcher

@@ -69,7 +69,8 @@ class StepsTest(unittest.TestCase):
         self.assertEqual({'digest', 'format'}, required)
         self.assertEqual({'command', 'env', 'workdir', 'user', 'mode',
                           'stop_signal', 'walltime', 'privileged',
-                          'rlimits', 'stop_grace', 'output_max'},
+                          'rlimits', 'stop_grace', 'output_max',
+                          'configdrive'},
                          set(by_name[protocol.STEP_START_WORKLOAD][
                              'argsinfo']))
         self.assertEqual({'grace', 'reason'},
@@ -173,7 +174,8 @@ class WorkloadStepsTest(unittest.TestCase):
             '/var/lib/bmc/root', ['redis-server'], env={'A': 'b'},
             workdir='/data', user='redis', mode='service',
             stop_signal='SIGINT', walltime=60, privileged=False,
-            rlimits={'nofile': 10}, stop_grace=3, output_max=140000)
+            rlimits={'nofile': 10}, stop_grace=3, output_max=140000,
+            mounts=[])
 
     @mock.patch.object(workload, 'pid_alive', autospec=True,
                        return_value=True)

@@ -18,8 +18,9 @@ tunables profile, each checked by the tests that read its report); then
 a kernel that never calls back is deployed and must time out into
 DEPLOYFAIL with the node powered off; the benchmark's baseline, Ironic's
 ``direct`` deploy of a whole-disk image, must boot the node from its
-disk; and a service step must change the tunables of a running container
-without a reboot.
+disk; a service step must change the tunables of a running container
+without a reboot; and the configdrive of ``node deploy --config-drive``
+must reach the container (keypair, user data, a ``config-2`` device).
 """
 
 import json
@@ -291,3 +292,65 @@ def test_demo_stopped_mid_deploy_runs_again(lab):
     assert report['workload_exit_code'] == 0
     assert cli.node.get(name).provision_state == 'available'
     assert nodes.bmc_power_state(lab, 0) == 'off'
+
+
+#: The tenant's Nova keypair, as meta_data.json carries it.
+KEYPAIR = ('ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEJtY2NvbmZpZ2RyaXZlZTJl'
+           'dGVzdGtleQ tenant@e2e')
+
+CONFIGDRIVE_PROBE = r"""
+echo "== keys"; cat /root/.ssh/authorized_keys
+stat -c 'mode %a %U' /root/.ssh /root/.ssh/authorized_keys
+echo "== user_data"; cat {path}/openstack/latest/user_data; echo
+echo "== files"; cd {path} && find . -type f | sort
+touch {path}/x 2>/dev/null && echo "drive writable" || echo "drive read-only"
+for f in /sys/block/loop*/loop/backing_file; do
+    case $(cat $f) in *config-2.iso*)
+        dev=${{f#/sys/block/}}; dev=${{dev%%/*}}
+        echo "label $(dd if=/dev/$dev bs=1 skip=32808 count=8 2>/dev/null)";;
+    esac
+done
+"""
+
+
+def test_configdrive_keypair_and_user_data_reach_the_container(lab):
+    """Issue 28 item 4: the configdrive of ``node deploy --config-drive``
+    (a JSON object Ironic builds the ISO from, as the CLI sends it) reaches
+    the container: the keypair in root's authorized_keys, the files
+    read-only under /run/bmc/config-drive, a config-2 block device."""
+    image = container_job.push_demo_image(lab)
+    command = ['/bin/sh', '-c', CONFIGDRIVE_PROBE.format(
+        path=protocol.CONFIGDRIVE_PATH)]
+    start = time.monotonic()
+    container_job.deploy(lab, image, extra={
+        protocol.II_COMMAND: json.dumps(command)}, configdrive={
+            'meta_data': {'public_keys': {'tenant-key': KEYPAIR},
+                          'uuid': 'e2e-configdrive'},
+            'user_data': '#!/bin/sh\necho hi'})
+    report = container_job.wait_report(lab)
+    stages = {s['name']: s for s in report['stages']}
+    print('configdrive run: %.1f s from the deploy request to the report; '
+          'power-on to agent-up %.1f s; boot %s' % (
+              time.monotonic() - start,
+              stages[protocol.STAGE_AGENT_UP]['end']
+              - stages[protocol.STAGE_POWER_ON]['start'],
+              json.dumps(report.get('boot', {}).get('phases'))))
+    assert report['workload_exit_code'] == 0, report['output_tail']
+    lines = report['output_tail'].splitlines()
+    keys = lines[lines.index('== keys') + 1:lines.index('== user_data') - 2]
+    assert keys == [KEYPAIR], lines
+    assert 'mode 700 root' in lines and 'mode 600 root' in lines, lines
+    assert lines[lines.index('== user_data') + 1:][:2] == [
+        '#!/bin/sh', 'echo hi'], lines
+    assert {'./openstack/latest/meta_data.json',
+            './openstack/latest/user_data'} <= set(lines), lines
+    assert 'drive read-only' in lines, lines
+    assert 'label config-2' in lines, lines
+    drive = report['configdrive']
+    assert drive['used'] is True and drive['public_keys'] == 1, drive
+    assert 'openstack/latest/user_data' in drive['files'], drive
+    node = drive['node']
+    assert node['authorized_keys'] == 1, drive
+    assert node['device'].startswith('/dev/loop'), drive
+    print('configdrive on the node: %s s' % node.get('seconds'))
+    container_job.undeploy(lab)
