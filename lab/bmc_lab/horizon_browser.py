@@ -19,6 +19,10 @@ Instances -> Launch Instance, a name, the image under Source, the flavor
 under Flavor (the one shared network is already allocated), Launch
 Instance; then waits until the instance's row says Active.  Screenshots
 of each step go to ``shots_dir``.
+
+``container_run`` opens Project -> Compute -> Container runs (the
+project's Horizon plugin, dashboard/) and a run's page, and reads back
+what the page shows: the summary, the charts, the output.
 """
 
 import os
@@ -63,10 +67,24 @@ class Browser:
     def close(self):
         self.driver.quit()
 
-    def shot(self, name):
-        path = os.path.join(self.shots_dir, '%02d-%s.png'
+    def shot(self, name, filename=None, full_page=False):
+        """A screenshot, ``NN-name.png`` in ``shots_dir`` (``filename``
+        instead when given); ``full_page``: the whole page, not only the
+        window's height."""
+        path = os.path.join(self.shots_dir, filename or '%02d-%s.png'
                             % (len(self.shots) + 1, name))
-        self.driver.save_screenshot(path)
+        d = self.driver
+        size = d.get_window_size()
+        if full_page:
+            height = d.execute_script(
+                'return Math.max(document.body.scrollHeight, '
+                'document.documentElement.scrollHeight)')
+            d.set_window_size(size['width'], max(size['height'], height))
+        try:
+            d.save_screenshot(path)
+        finally:
+            if full_page:
+                d.set_window_size(size['width'], size['height'])
         self.shots.append(path)
         return path
 
@@ -156,3 +174,75 @@ class Browser:
         self.shot('instance-%s' % (seen or 'missing').lower())
         raise procs.LabError('instance %s is %s in Horizon, not %s; see %s'
                              % (name, seen, status, self.shots[-1]))
+
+    def container_runs(self, shot=None):
+        """Project -> Compute -> Container runs, from the sidebar; returns
+        the rows' deploy ids, newest first.  ``shot``: a screenshot of the
+        list under that file name."""
+        d = self.driver
+        d.get(self.base_url + '/project/')
+        link = (By.XPATH, "//nav[@id='sidebar']//a[normalize-space()="
+                          "'Container runs']")
+        try:
+            self.wait.until(EC.element_to_be_clickable(link)).click()
+            self.wait.until(EC.presence_of_element_located(
+                (By.CSS_SELECTOR, 'table#container_runs')))
+        except se_exc.TimeoutException:
+            self.shot('no-container-runs-panel')
+            raise procs.LabError('Horizon shows no Project -> Compute -> '
+                                 'Container runs panel; see %s'
+                                 % self.shots[-1])
+        if shot:
+            self.shot('runs-index', filename=shot)
+        return [r.get_attribute('data-object-id') for r in d.find_elements(
+            By.CSS_SELECTOR, 'table#container_runs tbody tr[data-object-id]')]
+
+    def container_run(self, deploy_id, index_shot=None, detail_shot=None):
+        """The Container runs list, then the page of run ``deploy_id``
+        (its row's link); returns what that page shows: ``state``,
+        ``summary`` ({label: value}), ``charts`` (the inline SVG charts'
+        kinds), ``unavailable`` (the charts' messages instead), ``output``,
+        ``results`` (paths offered for download), ``html``.  The
+        screenshots: the list and the whole run page, under those file
+        names."""
+        d = self.driver
+        found = self.container_runs(shot=index_shot)
+        if deploy_id not in found:
+            self.shot('run-not-listed')
+            raise procs.LabError('run %s is not in Horizon\'s Container '
+                                 'runs (%s); see %s' % (deploy_id, found,
+                                                        self.shots[-1]))
+        d.find_element(By.CSS_SELECTOR, "tr[data-object-id='%s'] td a"
+                       % deploy_id).click()
+        try:
+            page = self.wait.until(EC.presence_of_element_located(
+                (By.CSS_SELECTOR, "div.bmc-run[data-deploy-id='%s']"
+                                  % deploy_id)))
+        except se_exc.TimeoutException:
+            self.shot('run-page-missing')
+            raise procs.LabError('the page of run %s did not open; see %s'
+                                 % (deploy_id, self.shots[-1]))
+        summary = {}
+        for dt in page.find_elements(By.CSS_SELECTOR, 'dl.bmc-summary dt'):
+            dd = dt.find_element(By.XPATH, 'following-sibling::dd[1]')
+            summary[dt.get_attribute('textContent').strip()] = (
+                dd.get_attribute('textContent').strip())
+        seen = {
+            'state': page.get_attribute('data-state'),
+            'summary': summary,
+            'charts': [c.get_attribute('id')[len('bmc-chart-'):]
+                       for c in page.find_elements(
+                           By.CSS_SELECTOR, '.bmc-chart-box')
+                       if c.find_elements(By.CSS_SELECTOR, 'svg')],
+            'unavailable': [p.text for p in page.find_elements(
+                By.CSS_SELECTOR, '.bmc-chart-unavailable')],
+            'output': '\n'.join(p.get_attribute('textContent') for p in
+                                page.find_elements(By.CSS_SELECTOR,
+                                                   'pre.bmc-output')),
+            'results': [a.text.strip() for a in page.find_elements(
+                By.CSS_SELECTOR, 'a.bmc-result-download')],
+            'html': d.page_source,
+        }
+        if detail_shot:
+            self.shot('run-detail', filename=detail_shot, full_page=True)
+        return seen

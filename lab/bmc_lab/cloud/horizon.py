@@ -20,10 +20,20 @@ there (Horizon would otherwise write one into its package), static files
 are collected and compressed into ``cloud/horizon/static``.  Served by
 Django's ``runserver --insecure`` (which also serves the static files)
 on 127.0.0.1 only; signed-cookie sessions, no memcached.
+
+The project's Horizon plugin (dashboard/, installed editable into the
+virtualenv, see venv.EDITABLE) is enabled as an operator enables it, by
+its enabled file, copied into ``etc/horizon/enabled`` of the state
+directory rather than into the virtualenv's
+``openstack_dashboard/local/enabled``: Horizon finds enabled files with
+``pkgutil.iter_modules`` over that package's ``__path__``, which
+local_settings.py extends with the state directory's copy.
 """
 
+import glob
 import os
 import secrets
+import shutil
 
 from bmc_lab.cloud import venv
 from bmc_lab import procs
@@ -60,6 +70,11 @@ OPENSTACK_NEUTRON_NETWORK = {
 }
 # Ironic's operator pages want a system-scoped token.
 SYSTEM_SCOPE_SERVICES = ['baremetal']
+# The Horizon plugin's enabled file, copied here by the lab (an operator
+# copies it into openstack_dashboard/local/enabled/): Horizon reads the
+# enabled files of that package's __path__ (settings.py imported it).
+import openstack_dashboard.local.enabled as _local_enabled
+_local_enabled.__path__.append(%(enabled)r)
 LOGGING = {
     'version': 1,
     'disable_existing_loggers': False,
@@ -67,6 +82,11 @@ LOGGING = {
     'root': {'handlers': ['console'], 'level': 'WARNING'},
 }
 '''
+
+
+#: The Horizon plugin's enabled files, in this checkout.
+ENABLED_SOURCE = os.path.join(venv.REPO_DIR, 'dashboard',
+                              'ironic_bmc_dashboard', 'enabled')
 
 
 def url(cloud):
@@ -83,10 +103,28 @@ def _env(cloud, python):
     }
 
 
+def copy_enabled(cloud):
+    """The plugin's enabled files into ``etc/horizon/enabled``; returns
+    that directory."""
+    enabled = cloud.etc(NAME, 'enabled')
+    os.makedirs(enabled, exist_ok=True)
+    for old in glob.glob(os.path.join(enabled, '_[0-9]*.py')):
+        os.unlink(old)
+    found = sorted(glob.glob(os.path.join(ENABLED_SOURCE, '_[0-9]*.py')))
+    if not found:
+        raise procs.LabError('no enabled file in %s: the cloud profile '
+                             'runs from a source checkout' % ENABLED_SOURCE)
+    for path in found:
+        shutil.copy(path, enabled)
+    return enabled
+
+
 def write_settings(cloud):
-    """``etc/horizon/local/local_settings.py``; returns its path."""
+    """``etc/horizon/local/local_settings.py`` and the plugin's enabled
+    files; returns the settings' path."""
     local = cloud.etc(NAME, 'local')
     os.makedirs(local, exist_ok=True)
+    enabled = copy_enabled(cloud)
     static = cloud.data(NAME, 'static')
     os.makedirs(static, exist_ok=True)
     with open(os.path.join(local, '__init__.py'), 'w'):
@@ -98,6 +136,7 @@ def write_settings(cloud):
             'local_path': cloud.etc(NAME),
             'static_root': static,
             'keystone': cloud.keystone_url,
+            'enabled': enabled,
         })
     return path
 

@@ -17,6 +17,13 @@ lab/requirements-cloud.txt under lab/constraints-cloud.txt, building it
 when the cache has none (a few minutes).  A virtualenv is named after a
 sha256 of both files, so a change to either builds a new one.
 
+Horizon's virtualenv also holds this repository's Horizon plugin and
+what it draws with (``EDITABLE``: common/, client/, dashboard/),
+installed editable from this checkout by the same pip run: its key also
+covers the checkout's path and those distributions' setup.cfg and
+requirements.txt (a new dependency or another checkout builds anew; a
+change to their code needs nothing).
+
 A half-built virtualenv is never used: each build goes to a directory of
 its own, and only when pip has finished is ``<cache>/<key>`` pointed at it
 (a symbolic link, replaced atomically).  The virtualenv itself never moves
@@ -49,6 +56,13 @@ SETS = {
     'tempest': (os.path.join(LAB_DIR, 'requirements-tempest.txt'),
                 os.path.join(LAB_DIR, 'constraints-tempest.txt')),
 }
+REPO_DIR = os.path.dirname(LAB_DIR)
+#: Distributions of this repository installed editable into a set's
+#: virtualenv, in this order: the runs API client and charts (with the
+#: definitions they share) and the Horizon plugin.
+EDITABLE = {'horizon': ('common', 'client', 'dashboard')}
+#: Of an editable distribution, the files that make its key.
+_EDITABLE_KEY_FILES = ('setup.cfg', 'requirements.txt')
 #: What may not leak from the caller's environment into pip: tox sets
 #: PIP_CONSTRAINT (another constraints file) and PIP_ONLY_BINARY (two of
 #: the cloud's dependencies, ovs and simplegeneric, are sdists only).
@@ -76,7 +90,12 @@ def key(name='cloud'):
     """Directory name of virtualenv ``name`` for its current
     requirements."""
     digest = hashlib.sha256()
-    for path in SETS[name]:
+    paths = list(SETS[name])
+    if EDITABLE.get(name):
+        digest.update(REPO_DIR.encode() + b'\0')
+        paths += [os.path.join(d, f) for d in editable_dirs(name)
+                  for f in _EDITABLE_KEY_FILES]
+    for path in paths:
         if not os.path.exists(path):
             raise procs.LabError('%s is missing: the cloud profile runs '
                                  'from a source checkout of the lab (pip '
@@ -87,6 +106,22 @@ def key(name='cloud'):
     prefix = '' if name == 'cloud' else name + '-'
     return prefix + 'py%d.%d-%s' % (sys.version_info[:2]
                                     + (digest.hexdigest()[:16],))
+
+
+def editable_dirs(name):
+    """The directories of this checkout installed editable into
+    virtualenv ``name``."""
+    return [os.path.join(REPO_DIR, d) for d in EDITABLE.get(name, ())]
+
+
+def pip_argv(python, name):
+    """The pip command that fills virtualenv ``name``."""
+    requirements, constraints = SETS[name]
+    argv = [python, '-m', 'pip', 'install', '-c', constraints,
+            '-r', requirements]
+    for path in editable_dirs(name):
+        argv += ['-e', path]
+    return argv
 
 
 def pip_log(cache=None, name='cloud'):
@@ -143,7 +178,6 @@ def _remove_unfinished(cache):
 
 def _build(cache, out, set_name):
     name = key(set_name)
-    requirements, constraints = SETS[set_name]
     target = tempfile.mkdtemp(prefix='build-%s-' % name, dir=cache)
     os.chmod(target, 0o755)
     log_path = pip_log(cache, set_name)
@@ -155,8 +189,7 @@ def _build(cache, out, set_name):
     with open(log_path, 'w') as log:
         for step, argv in (
                 ('python3 -m venv', [sys.executable, '-m', 'venv', target]),
-                ('pip install', [python_of(target), '-m', 'pip', 'install',
-                                 '-c', constraints, '-r', requirements])):
+                ('pip install', pip_argv(python_of(target), set_name))):
             log.write('$ %s\n' % ' '.join(argv))
             log.flush()
             try:

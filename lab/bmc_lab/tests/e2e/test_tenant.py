@@ -302,6 +302,51 @@ def test_tenant_launches_from_horizon(lab):
     _node_clean(settings, node.id)
 
 
+#: The Horizon plugin's screenshots, in SHOTS_DIR (the user guide's
+#: doc/source/images/ takes them from there).
+RUN_DETAIL_SHOT = 'horizon-run-detail.png'
+RUNS_INDEX_SHOT = 'horizon-runs-index.png'
+
+
+def test_tenant_sees_its_run_in_horizon(lab, nova_job):
+    """Horizon's Project -> Compute -> Container runs (the project's
+    plugin) as tenant "demo": the job's run is listed, and its page shows
+    the state, exit code and T_ready the runs API gives the tenant, the
+    stage timeline and the power curve as inline SVG, the whole output
+    and the result file to download."""
+    settings, _reference = lab
+    cloud = cloud_profile.loaded(settings)
+    report = nova_job['own']['report']
+    deploy_id = report['deploy_id']
+    shots = settings.path(SHOTS_DIR)
+    browser = horizon_browser.Browser(horizon.url(cloud), shots)
+    try:
+        browser.login(register.DEMO, cloud.password)
+        seen = browser.container_run(deploy_id, index_shot=RUNS_INDEX_SHOT,
+                                     detail_shot=RUN_DETAIL_SHOT)
+    finally:
+        browser.close()
+    print('screenshots: %s' % ', '.join(browser.shots))
+    summary = seen['summary']
+    print(summary)
+    assert seen['state'] == 'finished'
+    assert summary['State'] == 'finished'
+    assert summary['Exit code'] == '0'
+    assert summary['T_ready'] == '%.1f s' % report['t_ready_s']
+    assert summary['Image'] == report['image']
+    # Both charts drawn (inline SVG), none replaced by a message.
+    assert seen['charts'] == ['timeline', 'power'], seen['unavailable']
+    assert seen['html'].count('<svg class="bmc-chart') == 2
+    # The run has ended: its whole output, and its result file.
+    assert 'message:  from a Glance property' in seen['output']
+    assert seen['results'] == ['/etc/passwd']
+    for name in (RUNS_INDEX_SHOT, RUN_DETAIL_SHOT):
+        path = os.path.join(shots, name)
+        with open(path, 'rb') as f:
+            assert f.read(8) == b'\x89PNG\r\n\x1a\n', path
+        assert os.path.getsize(path) > 10000, path
+
+
 #: Stands for a ramdisk image of the tenant's, made by the test.
 TENANT_RAMDISK = 'a ramdisk image of the tenant'
 

@@ -357,6 +357,45 @@ def test_horizon_settings_stay_in_the_state_dir(tmp_path):
     assert not venv.key('cloud').startswith('horizon')
 
 
+def test_horizon_enables_the_plugin_from_the_state_dir(tmp_path):
+    """The Horizon plugin: installed editable into Horizon's virtualenv,
+    its enabled file copied into the state directory and that directory
+    added to the path of openstack_dashboard.local.enabled."""
+    from bmc_lab.cloud import horizon
+    from bmc_lab.cloud import layout
+    from bmc_lab.cloud import ports as cloud_ports
+    from bmc_lab.cloud import venv
+    cloud = layout.Cloud(state_dir=str(tmp_path), prefix='t',
+                         ironic_api_url='http://127.0.0.1:1',
+                         ports=cloud_ports.CloudPorts.shifted(3))
+    enabled = tmp_path / 'etc' / 'horizon' / 'enabled'
+    enabled.mkdir(parents=True)
+    (enabled / '_9999_gone.py').write_text('PANEL = "gone"\n')
+    text = open(horizon.write_settings(cloud)).read()
+    assert sorted(p.name for p in enabled.iterdir()) == [
+        '_1920_project_container_runs_panel.py']
+    assert ('_local_enabled.__path__.append(%r)' % str(enabled)) in text
+    # Nothing of it goes into the virtualenv's package.
+    assert 'site-packages' not in text
+    argv = venv.pip_argv('/v/bin/python', 'horizon')
+    assert argv[-6:] == ['-e', os.path.join(venv.REPO_DIR, 'common'),
+                         '-e', os.path.join(venv.REPO_DIR, 'client'),
+                         '-e', os.path.join(venv.REPO_DIR, 'dashboard')]
+    assert '-e' not in venv.pip_argv('/v/bin/python', 'cloud')
+    # The key covers the distributions' requirements (a new dependency
+    # builds a new virtualenv) and the checkout they are installed from.
+    repo = tmp_path / 'repo'
+    for name in venv.EDITABLE['horizon']:
+        (repo / name).mkdir(parents=True)
+        for f in ('setup.cfg', 'requirements.txt'):
+            (repo / name / f).write_text('pbr\n')
+    with mock.patch.object(venv, 'REPO_DIR', str(repo)):
+        before = venv.key('horizon')
+        (repo / 'dashboard' / 'requirements.txt').write_text('pbr\nnew\n')
+        assert venv.key('horizon') != before
+    assert venv.key('horizon') not in (before, venv.key('cloud'))
+
+
 def test_tempest_conf_and_totals(tmp_path):
     import configparser as cp
     from bmc_lab.cloud import layout
