@@ -51,15 +51,19 @@ def main(argv=None):
                          numthreads=CONF.container_api.workers,
                          server_name='ironic-bmc-api')
 
-    def stop(signum, frame):
-        server.stop()
+    def terminate(signum, frame):
+        # Unwind the server's loop in this (the main) thread: stopping it
+        # from here would wait for that very loop.
+        raise SystemExit(0)
 
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGTERM, terminate)
     LOG.info('Container runs API on %s:%s (auth: %s)',
              CONF.container_api.host_ip, CONF.container_api.port,
              CONF.container_api.auth_strategy)
     try:
-        server.start()
-    except KeyboardInterrupt:
+        server.safe_start()
+    except (KeyboardInterrupt, SystemExit):
+        LOG.info('Container runs API stopping')
+    finally:
         server.stop()
     return 0
