@@ -79,6 +79,23 @@ def runs_api(settings, tenant=register.DEMO):
                            interface='public')
 
 
+def keypair(settings, name, tenant=register.DEMO):
+    """A Nova keypair of the tenant with a new ed25519 public key (made
+    again if one of that name exists); returns its public key line."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+    from cryptography.hazmat.primitives import serialization
+
+    public = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.OpenSSH,
+        serialization.PublicFormat.OpenSSH).decode() + ' ' + name
+    conn = cloud_profile.tenant(settings, tenant)
+    old = conn.compute.find_keypair(name)
+    if old is not None:
+        conn.compute.delete_keypair(old)
+    conn.compute.create_keypair(name=name, public_key=public)
+    return public
+
+
 def lab_traits():
     """The traits the cloud profile puts on every lab node (one per
     tunables profile with a deploy template)."""
@@ -120,8 +137,11 @@ def wait_for_nodes(settings, count=1, node_ids=None, traits=None,
 
 
 def boot(settings, name, image_id, flavor=register.FLAVOR, timeout=900,
-         out=print, tenant=register.DEMO):
+         out=print, tenant=register.DEMO, **extra):
     """``openstack server create`` as the tenant; wait until it is built.
+
+    ``extra``: more of the server's fields (``key_name``, ``user_data``
+    base64-encoded, ``config_drive``).
 
     Built is ACTIVE, or SHUTOFF: a short job may end, and its node power
     off, in the second the deploy finishes, so that ACTIVE is never seen
@@ -137,7 +157,7 @@ def boot(settings, name, image_id, flavor=register.FLAVOR, timeout=900,
         % (tenant, name, image_id, flavor, register.NETWORK))
     server = conn.compute.create_server(
         name=name, image_id=image_id, flavor_id=flavor_obj.id,
-        networks=[{'uuid': network.id}])
+        networks=[{'uuid': network.id}], **extra)
     return wait_server(settings, server.id, ('ACTIVE', 'SHUTOFF'), timeout,
                        tenant=tenant)
 

@@ -19,6 +19,7 @@ credentials, uploads a Glance image whose properties name the container
 and boots a server; nothing is set on the node by hand.
 """
 
+import base64
 import json
 import os
 import shutil
@@ -62,6 +63,15 @@ def _node_clean(settings, node_id):
     return node
 
 
+#: The tenant's user data (a script the container could run).
+USER_DATA = b'#!/bin/sh\necho user data of e2e-tenant-job\n'
+#: The job: the demo script, then what the config drive brought.
+SHOW_CONFIG_DRIVE = (
+    '/demo.sh && echo "keys: $(cat /root/.ssh/authorized_keys)" && '
+    'echo "user data: $(tail -n 1 '
+    '/run/bmc/config-drive/openstack/latest/user_data)"')
+
+
 @pytest.fixture(scope='module')
 def nova_job(lab):
     """One server of the tenant, observed once for the two tests below
@@ -69,13 +79,18 @@ def nova_job(lab):
     environment property, on the flavor whose trait selects the
     ``thp-never`` tunables profile, run to its end and deleted."""
     settings, reference = lab
+    # The job prints what the config drive brought into the container.
     image = tenant_job.create_image(
         settings, 'e2e-tenant-job', reference, container_mode='job',
         container_env={'DEMO_MESSAGE': 'from a Glance property'},
-        container_results=['/etc/passwd'])
+        container_results=['/etc/passwd'],
+        container_command=['/bin/sh', '-c', SHOW_CONFIG_DRIVE])
+    public_key = tenant_job.keypair(settings, 'e2e-tenant-key')
     t0 = time.monotonic()
-    server = tenant_job.boot(settings, 'e2e-tenant-job', image.id,
-                             flavor='bm.container.thp-never')
+    server = tenant_job.boot(
+        settings, 'e2e-tenant-job', image.id,
+        flavor='bm.container.thp-never', key_name='e2e-tenant-key',
+        user_data=base64.b64encode(USER_DATA).decode(), config_drive=True)
     print('server create -> %s: %.1fs' % (server.status,
                                           time.monotonic() - t0))
     node = tenant_job.node_of(settings, server.id)
@@ -90,6 +105,7 @@ def nova_job(lab):
     tenant_job.delete(settings, server.id)
     return {'image': image, 'node': node, 'report': report,
             'server': server, 'own': own, 'cli': cli,
+            'public_key': public_key,
             'own_after_delete': _read_run(settings, server.id),
             'final_status': final.status,
             'status_after_delete': tenant_job.server_status(settings,
@@ -243,6 +259,17 @@ def test_tenant_runs_a_job_through_nova(lab, nova_job):
     # holding nothing of the run.
     assert nova_job['status_after_delete'] is None
     assert nova_job['node_after_delete'].instance_id is None
+
+
+def test_keypair_and_user_data_reach_the_container(nova_job):
+    """The server's keypair and user data, through the config drive Nova
+    built, inside the container."""
+    report = nova_job['report']
+    assert 'keys: %s' % nova_job['public_key'] in report['output_tail']
+    assert 'user data: echo user data of e2e-tenant-job' in (
+        report['output_tail'])
+    assert report['configdrive']['used'] is True, report['configdrive']
+    assert report['configdrive']['public_keys'] == 1
 
 
 def test_flavor_trait_selects_tunables(nova_job):
