@@ -38,18 +38,23 @@ KIND_TIMELINE = 'timeline'
 KIND_POWER = 'power'
 KINDS = (KIND_TIMELINE, KIND_POWER)
 
-#: The ``boot`` section's phases (ironic_bmc.drivers.boot_report.PHASES):
-#: the phase, the mark it starts from, and how the chart names it.
-BOOT_PHASES = (
-    ('kexec_s', 'power_on', 'kexec'),
-    ('firmware_ipxe_s', 'power_on', 'firmware + iPXE'),
-    ('kernel_s', 'kernel_start', 'kernel'),
-    ('initramfs_unpack_s', 'initramfs_unpack_start', 'initramfs unpack'),
-    ('kernel_to_init_s', 'initramfs_unpacked', 'kernel to init'),
-    ('userspace_to_agent_s', 'init_start', 'init to agent'),
-    ('agent_to_heartbeat_s', 'agent_start', 'agent to heartbeat'),
-    ('heartbeat_to_step_s', 'first_heartbeat', 'heartbeat to first step'),
-)
+#: How the chart names the ``boot`` section's phases.
+BOOT_PHASE_NAMES = {
+    protocol.BOOT_PHASE_KEXEC: 'kexec',
+    'firmware_ipxe_s': 'firmware + iPXE',
+    'kernel_s': 'kernel',
+    'initramfs_unpack_s': 'initramfs unpack',
+    'kernel_to_init_s': 'kernel to init',
+    'userspace_to_agent_s': 'init to agent',
+    'agent_to_heartbeat_s': 'agent to heartbeat',
+    'heartbeat_to_step_s': 'heartbeat to first step',
+}
+#: The ``boot`` section's phases (bmc_common.protocol.BOOT_PHASES): the
+#: phase, the mark it starts from, and how the chart names it.
+BOOT_PHASES = tuple(
+    (phase, start, BOOT_PHASE_NAMES[phase]) for phase, start, _end in (
+        ((protocol.BOOT_PHASE_KEXEC, 'power_on', None),)
+        + protocol.BOOT_PHASES))
 
 _DPI = 110
 _STAGE_COLOR = '#4c72b0'

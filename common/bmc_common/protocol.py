@@ -238,6 +238,21 @@ STAGES = (STAGE_ARTIFACT_READY, STAGE_POWER_ON, STAGE_KEXEC,
           STAGE_AGENT_UP, STAGE_TUNABLES_APPLIED, STAGE_ROOTFS_STAGED,
           STAGE_WORKLOAD_STARTED, STAGE_WORKLOAD_EXITED, STAGE_POWERED_OFF)
 
+#: The phases of a report's ``boot`` section (agent-up, phase by phase):
+#: (phase, the mark it starts from, the mark it ends at), in boot order.
+#: A kexec run's section starts with ``BOOT_PHASE_KEXEC`` (from
+#: ``power_on``) instead of the first one.
+BOOT_PHASES = (
+    ('firmware_ipxe_s', 'power_on', 'kernel_start'),
+    ('kernel_s', 'kernel_start', 'initramfs_unpack_start'),
+    ('initramfs_unpack_s', 'initramfs_unpack_start', 'initramfs_unpacked'),
+    ('kernel_to_init_s', 'initramfs_unpacked', 'init_start'),
+    ('userspace_to_agent_s', 'init_start', 'agent_start'),
+    ('agent_to_heartbeat_s', 'agent_start', 'first_heartbeat'),
+    ('heartbeat_to_step_s', 'first_heartbeat', 'agent_up'),
+)
+BOOT_PHASE_KEXEC = 'kexec_s'
+
 #: How much of the workload's combined stdout/stderr the report keeps.
 OUTPUT_TAIL_BYTES = 4096
 

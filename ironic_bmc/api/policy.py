@@ -33,6 +33,10 @@ _SYSTEM_READER = ('(role:reader and system_scope:all) or '
 _RUN_READER = ('role:reader and (project_id:%(project_id)s or '
                'project_id:%(node_owner)s)')
 
+#: Who reads a run (its report, output and results).
+_READ = ('rule:baremetal_container:system_reader or '
+         'rule:baremetal_container:run_reader')
+
 RUN_LIST = 'baremetal_container:run:list'
 RUN_LIST_ALL = 'baremetal_container:run:list_all'
 RUN_GET = 'baremetal_container:run:get'
@@ -61,22 +65,19 @@ _RULES = [
         operations=[{'path': '/v1/runs', 'method': 'GET'}]),
     policy.DocumentedRuleDefault(
         name=RUN_GET,
-        check_str='rule:baremetal_container:system_reader or '
-                  'rule:baremetal_container:run_reader',
+        check_str=_READ,
         description='Read a run\'s report.  A caller denied this gets '
                     '404, as for a run that does not exist.',
         operations=[{'path': '/v1/runs/{deploy_id}', 'method': 'GET'}]),
     policy.DocumentedRuleDefault(
         name=RUN_OUTPUT,
-        check_str='rule:baremetal_container:system_reader or '
-                  'rule:baremetal_container:run_reader',
+        check_str=_READ,
         description='Read a run\'s output.',
         operations=[{'path': '/v1/runs/{deploy_id}/output',
                      'method': 'GET'}]),
     policy.DocumentedRuleDefault(
         name=RUN_RESULTS,
-        check_str='rule:baremetal_container:system_reader or '
-                  'rule:baremetal_container:run_reader',
+        check_str=_READ,
         description='List and download a run\'s result files.',
         operations=[{'path': '/v1/runs/{deploy_id}/results',
                      'method': 'GET'},

@@ -26,6 +26,8 @@ import datetime
 
 from oslo_log import log
 
+from bmc_common import protocol
+
 LOG = log.getLogger(__name__)
 
 #: driver_internal_info (container deploy) keys this module uses.
@@ -36,15 +38,7 @@ KIND_KEY = 'boot_kind'
 KIND_KEXEC = 'kexec'
 
 #: (phase, from mark, to mark), in boot order.
-PHASES = (
-    ('firmware_ipxe_s', 'power_on', 'kernel_start'),
-    ('kernel_s', 'kernel_start', 'initramfs_unpack_start'),
-    ('initramfs_unpack_s', 'initramfs_unpack_start', 'initramfs_unpacked'),
-    ('kernel_to_init_s', 'initramfs_unpacked', 'init_start'),
-    ('userspace_to_agent_s', 'init_start', 'agent_start'),
-    ('agent_to_heartbeat_s', 'agent_start', 'first_heartbeat'),
-    ('heartbeat_to_step_s', 'first_heartbeat', 'agent_up'),
-)
+PHASES = protocol.BOOT_PHASES
 _NODE_MARKS = (('initramfs_unpack_start', 'unpack_start'),
                ('initramfs_unpacked', 'unpack_end'),
                ('init_start', 'init_start'))
@@ -89,7 +83,7 @@ def breakdown(powered_on, agent_up, sent, times, first_heartbeat=None,
     phases = {}
     for phase, begin, end in PHASES:
         if kexec and phase == 'firmware_ipxe_s':
-            phase = 'kexec_s'
+            phase = protocol.BOOT_PHASE_KEXEC
         if marks.get(begin) is not None and marks.get(end) is not None:
             phases[phase] = round(marks[end] - marks[begin], 2)
         else:
