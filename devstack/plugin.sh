@@ -147,8 +147,39 @@ function install_ironic_bmc {
     setup_develop "$IRONIC_BMC_DIR/common"
     setup_develop "$IRONIC_BMC_DIR"
     # What the conductor builds rootfs artifacts and their dm-verity hash
-    # trees with.
-    install_package erofs-utils squashfs-tools cryptsetup-bin zstd lz4
+    # trees with; genisoimage builds the config drive of a deploy given as
+    # JSON (openstack baremetal node deploy --config-drive).
+    install_package erofs-utils squashfs-tools cryptsetup-bin zstd lz4 \
+        genisoimage
+    # The openstack CLI plugin (openstack baremetal container ...).
+    setup_develop "$IRONIC_BMC_DIR/client"
+    if is_service_enabled horizon; then
+        # The Container runs panel; Horizon reads its enabled file when it
+        # starts, after the install phase.
+        setup_develop "$IRONIC_BMC_DIR/dashboard"
+        cp "$IRONIC_BMC_DIR/dashboard/ironic_bmc_dashboard/enabled/"_[0-9]*.py \
+            "$HORIZON_DIR/openstack_dashboard/local/enabled/"
+    fi
+}
+
+function configure_ironic_bmc_api {
+    iniset "$IRONIC_CONF_FILE" container_api host_ip "$SERVICE_LISTEN_ADDRESS"
+    iniset "$IRONIC_CONF_FILE" container_api port "$IRONIC_BMC_API_PORT"
+    iniset "$IRONIC_CONF_FILE" container_api auth_strategy keystone
+}
+
+function start_ironic_bmc_api {
+    # ironic.conf's [keystone_authtoken] (ironic's devstack wrote it) checks
+    # the callers' tokens.
+    get_or_create_service ironic-bmc baremetal-container \
+        "Bare-metal container runs"
+    get_or_create_endpoint baremetal-container "$REGION_NAME" \
+        "$IRONIC_BMC_API_URL"
+    run_process ir-bmc-api \
+        "$(which ironic-bmc-api) --config-file $IRONIC_CONF_FILE"
+    if ! wait_for_service "$SERVICE_TIMEOUT" "$IRONIC_BMC_API_URL"; then
+        die $LINENO "ironic-bmc-api did not start on $IRONIC_BMC_API_URL"
+    fi
 }
 
 function build_ironic_bmc_deploy_images {
@@ -635,13 +666,24 @@ if is_service_enabled ir-cond; then
     elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
         echo_summary "Configuring ironic-bmc"
         configure_ironic_bmc
+        if is_service_enabled ir-bmc-api; then
+            configure_ironic_bmc_api
+        fi
     elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
+        if is_service_enabled ir-bmc-api; then
+            echo_summary "Starting the container runs API"
+            start_ironic_bmc_api
+        fi
         echo_summary "Setting up ironic-bmc nodes, flavors and images"
         ironic_bmc_extra
     elif [[ "$1" == "stack" && "$2" == "test-config" ]]; then
         if is_service_enabled tempest; then
             ironic_bmc_configure_tempest
         fi
+    fi
+
+    if [[ "$1" == "unstack" ]]; then
+        stop_process ir-bmc-api
     fi
 
     if [[ "$1" == "clean" ]]; then
