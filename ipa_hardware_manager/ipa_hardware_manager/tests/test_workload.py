@@ -65,7 +65,10 @@ class SupervisorTest(unittest.TestCase):
     def _kill(self):
         rec = self.sup.record
         if rec and rec.get('pid') and self.sup._running():
-            os.killpg(rec['container_pid'], signal.SIGKILL)
+            try:
+                os.killpg(rec['container_pid'], signal.SIGKILL)
+            except ProcessLookupError:
+                pass    # it ended between the check and the kill
         # The walltime thread may be mid-stop: it must have saved the
         # record for the last time before the state directory goes.
         self.assertTrue(self.sup.cancel_walltime(15),
