@@ -55,8 +55,8 @@ _RULES = [
     policy.DocumentedRuleDefault(
         name=RUN_LIST,
         check_str='rule:baremetal_container:system_reader or role:reader',
-        description='List runs: a project\'s own runs (those it launched '
-                    'and those on the nodes it owns).',
+        description='List runs: the runs the caller\'s project '
+                    'launched.',
         operations=[{'path': '/v1/runs', 'method': 'GET'}]),
     policy.DocumentedRuleDefault(
         name=RUN_LIST_ALL,
