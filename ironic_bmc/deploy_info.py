@@ -45,6 +45,8 @@ class ContainerInfo:
     rootfs: str = protocol.ROOTFS_RAMFS
     mode: str = protocol.MODE_SERVICE
     command: list = None
+    #: container_args: replaces the image's CMD (None: the image's).
+    args: list = None
     env: dict = dataclasses.field(default_factory=dict)
     #: Registry credentials: never in a repr, a log line or a report.
     pull_secret: str = dataclasses.field(default=None, repr=False)
@@ -82,6 +84,15 @@ def _json_value(key, value, kind, label=None):
     return value
 
 
+def _no_nul(value, label):
+    """A NUL byte cannot reach execve(): refused here, not at the node."""
+    if any('\0' in v for v in value):
+        raise exception.InvalidParameterValue(
+            _('%(label)s: an argument contains a NUL byte, which no '
+              'program can receive') % {'label': label})
+    return value
+
+
 def _command(value, label):
     value = _json_value(protocol.II_COMMAND, value, 'list of strings', label)
     if (not isinstance(value, list) or not value
@@ -90,7 +101,18 @@ def _command(value, label):
             _('%(label)s must be a non-empty list of strings (the program '
               'and its arguments), got %(value)r')
             % {'label': label, 'value': value})
-    return value
+    return _no_nul(value, label)
+
+
+def _args(value, label):
+    value = _json_value(protocol.II_ARGS, value, 'list of strings', label)
+    if (not isinstance(value, list)
+            or not all(isinstance(v, str) for v in value)):
+        raise exception.InvalidParameterValue(
+            _('%(label)s must be a JSON list of strings (the arguments '
+              'that replace the image\'s CMD after its ENTRYPOINT), got '
+              '%(value)r') % {'label': label, 'value': value})
+    return _no_nul(value, label)
 
 
 def _env(value, label):
@@ -109,6 +131,11 @@ def _env(value, label):
                 _('%(label)s: the value of %(name)s must be a string, got '
                   '%(value)r') % {'label': label, 'name': name,
                                   'value': val})
+        if '\0' in str(val):
+            raise exception.InvalidParameterValue(
+                _('%(label)s: the value of %(name)s contains a NUL byte, '
+                  'which no environment can hold')
+                % {'label': label, 'name': name})
     return {k: str(v) for k, v in value.items()}
 
 
@@ -243,9 +270,19 @@ def parse(node):
     if info.get(protocol.II_COMMAND) is not None:
         result.command = _command(info[protocol.II_COMMAND],
                                   label(protocol.II_COMMAND))
+    if info.get(protocol.II_ARGS) not in (None, ''):
+        result.args = _args(info[protocol.II_ARGS], label(protocol.II_ARGS))
+        if result.command is not None:
+            raise exception.InvalidParameterValue(
+                _('%(args)s and %(cmd)s are both set: %(cmd)s is the whole '
+                  'command (it replaces ENTRYPOINT and CMD), %(args)s '
+                  'replaces CMD after the image\'s ENTRYPOINT; set one')
+                % {'args': label(protocol.II_ARGS),
+                   'cmd': label(protocol.II_COMMAND)})
     if info.get(protocol.II_ENV) is not None:
         result.env = _env(info[protocol.II_ENV], label(protocol.II_ENV))
     for key, value in ((protocol.II_COMMAND, result.command),
+                       (protocol.II_ARGS, result.args),
                        (protocol.II_ENV, result.env)):
         size = len(json.dumps(value)) if value else 0
         if size > WORKLOAD_ARGS_MAX:

@@ -46,7 +46,8 @@ from oslo_utils import uuidutils
 from bmc_common import protocol
 
 #: Image properties a tenant may set (named as in instance_info).
-TENANT_KEYS = (protocol.II_IMAGE, protocol.II_COMMAND, protocol.II_ENV,
+TENANT_KEYS = (protocol.II_IMAGE, protocol.II_COMMAND, protocol.II_ARGS,
+               protocol.II_ENV,
                protocol.II_MODE, protocol.II_ROOTFS, protocol.II_TUNABLES,
                protocol.II_STREAM_CACHE, protocol.II_TUNABLES_STRICT,
                protocol.II_WALLTIME, protocol.II_PRIVILEGED,

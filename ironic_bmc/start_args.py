@@ -38,17 +38,32 @@ def workload_args(container, image_config):
     """Arguments of the agent's start-workload step.
 
     ``container_command`` replaces ENTRYPOINT and CMD as a whole (like
-    ``docker run --entrypoint`` with arguments); ``container_env`` is laid
-    over the image's Env.
+    ``docker run --entrypoint`` with arguments); ``container_args``
+    replaces CMD and keeps ENTRYPOINT (``docker run IMAGE ARGS``);
+    ``container_env`` is laid over the image's Env.
     """
-    command = container.command or image_config.command
+    if container.command:
+        command = container.command
+    elif container.args is not None:
+        command = image_config.entrypoint + container.args
+    else:
+        command = image_config.command
     if not command:
         raise exception.InvalidParameterValue(
             _('The image %(image)s defines neither ENTRYPOINT nor CMD; set '
               'instance_info/%(key)s') % {'image': container.image,
                                           'key': protocol.II_COMMAND})
+    if any('\0' in c for c in command):
+        raise exception.InvalidParameterValue(
+            _('The ENTRYPOINT or CMD of image %(image)s contains a NUL '
+              'byte, which no program can receive')
+            % {'image': container.image})
     env = dict(image_config.env_dict)
     env.update(container.env)
+    if any('\0' in k or '\0' in v for k, v in env.items()):
+        raise exception.InvalidParameterValue(
+            _('The Env of image %(image)s contains a NUL byte, which no '
+              'environment can hold') % {'image': container.image})
     args = {
         'command': list(command),
         'env': env,

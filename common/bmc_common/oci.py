@@ -100,9 +100,13 @@ RLIMITS = ('as', 'core', 'cpu', 'data', 'fsize', 'locks', 'memlock',
            'msgqueue', 'nice', 'nofile', 'nproc', 'rss', 'rtprio', 'rttime',
            'sigpending', 'stack')
 #: What an HPC job expects of a whole machine: MPI and RDMA pin memory
-#: (memlock) and open a socket or queue pair per peer (nofile; 1048576 is
-#: the kernel's default fs.nr_open, the highest a hard limit may be).
-DEFAULT_RLIMITS = {'memlock': 'unlimited', 'nofile': 1048576}
+#: (memlock), and may open a socket or queue pair per peer (a hard nofile
+#: of 1048576, the kernel's default fs.nr_open, the highest a hard limit
+#: may be).  The soft nofile stays 1024, as systemd and Docker leave it:
+#: daemons size tables by it and select() cannot go past 1024; programs
+#: that need more raise it up to the hard limit themselves.
+DEFAULT_RLIMITS = {'memlock': 'unlimited',
+                   'nofile': {'soft': 1024, 'hard': 1048576}}
 UNLIMITED = 2 ** 64 - 1
 
 

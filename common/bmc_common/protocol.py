@@ -43,6 +43,8 @@ FORMAT_TREE = 'tree'
 II_IMAGE = 'container_image'
 II_ROOTFS = 'container_rootfs'
 II_COMMAND = 'container_command'
+#: Replaces the image's CMD, keeps its ENTRYPOINT (``docker run IMAGE ARGS``).
+II_ARGS = 'container_args'
 II_ENV = 'container_env'
 II_MODE = 'container_mode'
 II_TUNABLES = 'container_tunables'
@@ -179,9 +181,9 @@ def unpack(text):
 
 
 #: Where a container's own mounts are: files there are gone once it
-#: exited, so they cannot be results.
-# a list of mount points to refuse, not a file opened.
-CONTAINER_MOUNTS = ('/proc', '/dev', '/sys', '/run', '/tmp')  # noqa: S108
+#: exited, so they cannot be results.  (/run and /tmp are the image's own
+#: directories, as under Docker: what the workload leaves there stays.)
+CONTAINER_MOUNTS = ('/proc', '/dev', '/sys')
 
 #: Where the container sees the files of the configdrive (read-only):
 #: ``openstack/latest/meta_data.json``, ``user_data``...

@@ -63,7 +63,17 @@ INSTANCE_INFO_KEYS = (
         '``service`` runs until undeploy. ``job`` runs to completion.'),
     Key(protocol.II_COMMAND, 'JSON list of strings', 'the image\'s',
         WHO_TENANT,
-        'Replaces the image\'s ENTRYPOINT and CMD.'),
+        'Replaces the image\'s ENTRYPOINT and CMD (``docker run '
+        '--entrypoint``). A NUL byte in an argument is refused at '
+        'validate.'),
+    Key(protocol.II_ARGS, 'JSON list of strings', 'the image\'s CMD',
+        WHO_TENANT,
+        'Replaces the image\'s CMD and keeps its ENTRYPOINT, as '
+        '``docker run IMAGE ARGS`` does: an official image\'s '
+        '``docker-entrypoint.sh`` still runs. ``[]`` runs the ENTRYPOINT '
+        'without arguments. Refused at validate with '
+        '``container_command`` (set one), or when not a JSON list of '
+        'strings without NUL bytes.'),
     Key(protocol.II_ENV, 'JSON object', None, WHO_TENANT,
         'Entries laid over the image\'s Env.'),
     Key(protocol.II_WALLTIME, 'duration', None, WHO_TENANT,
@@ -83,11 +93,12 @@ INSTANCE_INFO_KEYS = (
         'conductor keeps with the report when the workload has exited, at '
         'most ``[container]results_max_mb`` (16) MiB together. They must '
         'be in the image\'s own directories (``/results``, '
-        '``/work``...): ``/tmp``, ``/run``, ``/dev``, ``/proc`` and '
-        '``/sys`` are mounts of the container, gone once it exits, and '
-        'are refused at validate, as are relative paths and ``..``.'),
+        '``/work``, ``/tmp``...): ``/dev``, ``/proc`` and ``/sys`` are '
+        'mounts of the container, gone once it exits, and are refused at '
+        'validate, as are relative paths and ``..``.'),
     Key(protocol.II_RLIMITS, 'JSON object',
-        '``memlock`` unlimited, ``nofile`` 1048576', WHO_TENANT,
+        '``memlock`` unlimited, ``nofile`` soft 1024, hard 1048576',
+        WHO_TENANT,
         'Process limits laid over the HPC defaults: ``{"stack": '
         '"unlimited", "nofile": {"soft": 4096, "hard": 65536}}``. The '
         'names are those of ``setrlimit`` without ``RLIMIT_``; a value is '

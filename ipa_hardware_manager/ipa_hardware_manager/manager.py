@@ -100,7 +100,8 @@ START_WORKLOAD_ARGSINFO = {
                    'the machine; false: Docker\'s confinement',
                    'required': False},
     'rlimits': {'description': 'process rlimits over the HPC defaults '
-                '(memlock unlimited, nofile 1048576)', 'required': False},
+                '(memlock unlimited, nofile soft 1024 hard 1048576)',
+                'required': False},
     'stop_grace': {'description': 'seconds between the StopSignal and '
                    'SIGKILL when the walltime ends it (default %d)'
                    % workload.DEFAULT_GRACE, 'required': False},

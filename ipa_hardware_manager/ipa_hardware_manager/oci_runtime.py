@@ -38,6 +38,27 @@ PID_FILE = 'container.pid'
 CREATE_TIMEOUT = 60
 
 
+#: The agent's own ``oom_score_adj``: under memory pressure the OOM killer
+#: takes the workload (0, ``oci_spec.WORKLOAD_OOM_SCORE_ADJ``) before the
+#: agent, which reports the run and powers the node off at its end.  Not
+#: -1000: an agent that leaks can still be killed rather than hang the
+#: node (Docker gives dockerd -500).
+AGENT_OOM_SCORE_ADJ = -900
+
+
+def protect_agent(proc='/proc'):
+    """Lower the agent's own ``oom_score_adj`` (idempotent); whether it
+    could."""
+    path = os.path.join(proc, 'self/oom_score_adj')
+    try:
+        with open(path, 'w') as f:
+            f.write('%d\n' % AGENT_OOM_SCORE_ADJ)
+    except OSError as exc:
+        LOG.warning('Could not lower the agent\'s oom_score_adj: %s', exc)
+        return False
+    return True
+
+
 class RuntimeFailure(Exception):
     """The runtime could not do what was asked; says why."""
 

@@ -19,9 +19,9 @@ from the image config and the run's arguments.  Two shapes:
   the node's network, IPC and UTS; it sees every device (a bind of the
   node's devtmpfs, so devices that appear later are there too), has every
   capability, may write ``/sys`` and ``/proc/sys`` and load modules.  It
-  gets its own mount and PID namespaces only, so that its ``/run``,
-  ``/tmp``, ``/dev/shm`` and ``/dev/mqueue`` are fresh, the agent's files
-  are out of reach, and the end of its init ends every process it made.
+  gets its own mount and PID namespaces only, so that its ``/dev/shm``
+  and ``/dev/mqueue`` are fresh, the agent's files are out of reach, and
+  the end of its init ends every process it made.
 * confined: Docker's defaults for a host-network container: its own IPC,
   UTS and cgroup namespaces, the default devices, a read-only ``/sys``,
   masked ``/proc`` paths; Docker's capabilities but CAP_SYS_CHROOT (the
@@ -30,12 +30,23 @@ from the image config and the run's arguments.  Two shapes:
   beyond the container or remakes its mount view (:data:`SECCOMP_DENIED`,
   new user namespaces).
 
+Both shapes give the process what ``docker run`` gives it (the
+differences are the bare-metal defaults above, listed in the README's
+"The container on the node"): ``/run`` and ``/tmp`` are the image's own
+directories, not fresh mounts (an image may have put owned directories
+there, ``/var/run/postgresql``); ``HOSTNAME`` is set and ``TERM`` is not
+(there is no terminal); a ``user:group`` gets no supplementary groups;
+the soft limit of open files is 1024 (:data:`bmc_common.oci.DEFAULT_RLIMITS`);
+the workload's ``oomScoreAdj`` is 0, so the OOM killer weighs it as any
+process and not as the agent, which protects itself.
+
 Users are resolved as OCI runtimes do; files of the image are read with
 symlinks resolved inside the root, never on the node.
 """
 
 import os
 import platform
+import socket
 
 from bmc_common import oci
 
@@ -104,6 +115,12 @@ MASKED_PATHS = (
     '/sys/devices/virtual/powercap')
 READONLY_PATHS = ('/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys',
                   '/proc/sysrq-trigger')
+#: The hostname of a confined container (its own UTS namespace).
+CONFINED_HOSTNAME = 'bmc-workload'
+#: The workload's ``oom_score_adj``: a process like any other.  The agent
+#: lowers its own (:func:`oci_runtime.protect_agent`), and the workload,
+#: started from it, would otherwise inherit that protection.
+WORKLOAD_OOM_SCORE_ADJ = 0
 #: Character devices a confined container may use (crun creates the
 #: default nodes in its /dev tmpfs; these are the cgroup rules).
 _DEFAULT_DEVICE_RULES = (
@@ -165,8 +182,9 @@ def resolve_user(root, user):
     As OCI runtimes do: ``uid``, ``name``, ``uid:gid``, ``name:group``
     (and mixed); names from the image's /etc/passwd and /etc/group.  A
     numeric user that /etc/passwd does not list runs with gid 0 and home
-    ``/``; the supplementary groups are those /etc/group lists the user
-    in.
+    ``/``.  The supplementary groups are those /etc/group lists the user
+    in, unless the group is given: ``app:app`` runs with that group only
+    (as runc and Docker do).
 
     :raises SpecError: a name the image does not know.
     """
@@ -201,7 +219,7 @@ def resolve_user(root, user):
                 raise SpecError('group %r is not in the image\'s /etc/group'
                                 % group)
     additional = []
-    if entry is not None:
+    if entry is not None and not group:
         for row in groups:
             if (len(row) >= 4 and entry[0] in row[3].split(',')
                     and row[2].isdigit() and int(row[2]) != gid
@@ -287,13 +305,8 @@ def _mounts(privileged, hugepages):
              'options': ['bind', 'nosuid', 'noexec', 'nodev', 'ro']},
             {'destination': '/sys/fs/cgroup', 'type': 'cgroup',
              'source': 'cgroup', 'options': nsd + ['relatime', 'ro']}]
-    mounts += [
-        {'destination': '/run', 'type': 'tmpfs', 'source': 'tmpfs',
-         'options': ['nosuid', 'nodev', 'mode=755']},
-        # the container's own fresh tmpfs at /tmp, as Docker mounts.
-        {'destination': '/tmp', 'type': 'tmpfs', 'source': 'tmpfs',  # noqa: S108
-         'options': ['nosuid', 'nodev', 'mode=1777']},
-    ]
+    # No mounts on /run and /tmp: as under Docker, they are the image's
+    # (the root is the run's own copy, in RAM or an overlay's upper).
     return mounts
 
 
@@ -316,11 +329,12 @@ def _cpu_list(cpus):
 def build(root, command, env=None, workdir=None, user=None,
           privileged=True, rlimits=None, cpus=None, hugepages=False,
           cgroup_path='/bmc-workload', cap_last_cap=40, annotations=None,
-          mounts=None):
+          mounts=None, hostname=None):
     """The runtime spec of the workload as a dict (``config.json``).
 
     :param root: the staged root (the container's ``root.path``).
-    :param env: variables over the defaults (PATH, HOME, TERM).
+    :param env: variables over the defaults (PATH, HOME, HOSTNAME).
+    :param hostname: the container's hostname (:func:`hostname_of`).
     :param rlimits: ``container_rlimits`` (over the HPC defaults).
     :param cpus: the CPUs the workload owns (a cpuset), or None.
     :param hugepages: mount hugetlbfs at /dev/hugepages.
@@ -337,8 +351,9 @@ def build(root, command, env=None, workdir=None, user=None,
         limits = oci.parse_rlimits(rlimits)
     except ValueError as exc:
         raise SpecError('rlimits: %s' % exc) from None
-    variables = {'PATH': DEFAULT_PATH, 'HOME': home, 'TERM': 'linux',
-                 'container': 'bmc'}
+    # No TERM: there is no terminal (Docker sets one only with -t).
+    variables = {'PATH': DEFAULT_PATH, 'HOSTNAME': hostname_of(
+        privileged, hostname), 'HOME': home, 'container': 'bmc'}
     variables.update(env or {})
     process = {
         'terminal': False,
@@ -349,6 +364,7 @@ def build(root, command, env=None, workdir=None, user=None,
         'capabilities': _capabilities(privileged, cap_last_cap),
         'rlimits': limits,
         'noNewPrivileges': False,
+        'oomScoreAdj': WORKLOAD_OOM_SCORE_ADJ,
     }
     if additional:
         process['user']['additionalGids'] = additional
@@ -373,10 +389,18 @@ def build(root, command, env=None, workdir=None, user=None,
         'linux': linux,
     }
     if not privileged:
-        spec['hostname'] = 'bmc-workload'
+        spec['hostname'] = CONFINED_HOSTNAME
     if annotations:
         spec['annotations'] = {str(k): str(v) for k, v in annotations.items()}
     return spec
+
+
+def hostname_of(privileged, node_hostname=None):
+    """The container's hostname: the node's when it shares the node's UTS
+    namespace (privileged), else :data:`CONFINED_HOSTNAME`."""
+    if not privileged:
+        return CONFINED_HOSTNAME
+    return node_hostname or socket.gethostname()
 
 
 def resolve_mount_points(root, mounts):

@@ -31,14 +31,13 @@ Everything staged is undone on failure.
 
 import json
 import os
-import shutil
 import subprocess
 import time
 
 from oslo_log import log
 
 from bmc_common import protocol
-from ipa_hardware_manager import oci_spec
+from ipa_hardware_manager import container_etc
 from ipa_hardware_manager import rootfs_args
 from ipa_hardware_manager import rootfs_download
 from ipa_hardware_manager import rootfs_nfs
@@ -315,24 +314,7 @@ class Staging:
         return section
 
     def _copy_resolv_conf(self):
-        src = '/etc/resolv.conf'
-        try:
-            # The image's own symlinks resolved inside the root: an image
-            # whose /etc points at an agent directory writes nothing
-            # there.
-            dst = oci_spec.resolve_in_root(self.root, '/etc/resolv.conf')
-        except oci_spec.SpecError as exc:
-            LOG.warning('Not copying resolv.conf into the root: %s', exc)
-            return
-        if not os.path.isfile(src) or not os.path.isdir(os.path.dirname(
-                dst)) or os.path.islink(os.path.dirname(dst)):
-            return
-        try:
-            if os.path.islink(dst) or os.path.exists(dst):
-                os.unlink(dst)
-            shutil.copyfile(src, dst)
-        except OSError as exc:
-            LOG.warning('Could not copy resolv.conf into the root: %s', exc)
+        container_etc.copy_resolv_conf(self.root)
 
     def _save(self, result):
         record = dict(result, outer=self.outer, mounts=self.mounts,

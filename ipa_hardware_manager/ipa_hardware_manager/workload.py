@@ -33,6 +33,7 @@ import time
 
 from oslo_log import log
 
+from ipa_hardware_manager import container_etc
 from ipa_hardware_manager import oci_runtime
 from ipa_hardware_manager import oci_spec
 from ipa_hardware_manager import output_keeper
@@ -201,6 +202,7 @@ class Supervisor(workload_stop.StopMixin):
         # owns them (the agent has confined itself to the housekeeping
         # ones).
         cpus = tunables.workload_cpus()
+        hostname = oci_spec.hostname_of(privileged)
         try:
             spec = oci_spec.build(
                 root, command, env=env, workdir=workdir, user=user,
@@ -209,7 +211,7 @@ class Supervisor(workload_stop.StopMixin):
                 cgroup_path=CGROUP_PATH,
                 cap_last_cap=oci_spec.cap_last_cap(),
                 annotations={'org.openstack.ironic.bmc.mode': mode},
-                mounts=mounts)
+                mounts=mounts, hostname=hostname)
             spec['mounts'] = oci_spec.resolve_mount_points(root,
                                                            spec['mounts'])
         except oci_spec.SpecError as exc:
@@ -219,6 +221,8 @@ class Supervisor(workload_stop.StopMixin):
             if self._running():
                 raise WorkloadError('a workload is running (pid %s)'
                                     % self.record['pid'])
+            container_etc.write_identity(root, hostname)
+            oci_runtime.protect_agent()
             os.makedirs(self.state_dir, exist_ok=True)
             cmd = self.runtime.prepare(spec)
             keeper, write_end = self._start_keeper(output_max)

@@ -56,10 +56,16 @@ class RunContainer(command.ShowOne):
         parser.add_argument('--image', required=True, metavar='<ref>',
                             help='OCI reference of the container image '
                                  '(%s)' % protocol.II_IMAGE)
-        parser.add_argument('--command', metavar='<json-list>',
-                            help='Replaces the image\'s ENTRYPOINT and CMD: '
-                                 'a JSON list of strings (%s)'
-                                 % protocol.II_COMMAND)
+        program = parser.add_mutually_exclusive_group()
+        program.add_argument('--command', metavar='<json-list>',
+                             help='Replaces the image\'s ENTRYPOINT and '
+                                  'CMD: a JSON list of strings (%s)'
+                                  % protocol.II_COMMAND)
+        program.add_argument('--args', metavar='<json-list>',
+                             help='Replaces the image\'s CMD and keeps its '
+                                  'ENTRYPOINT, as "docker run IMAGE ARGS": '
+                                  'a JSON list of strings (%s)'
+                                  % protocol.II_ARGS)
         parser.add_argument('--env', metavar='<key=value>', action='append',
                             default=[],
                             help='An environment variable laid over the '
@@ -171,6 +177,9 @@ def instance_info_patch(parsed_args):
     values = {protocol.II_IMAGE: parsed_args.image}
     if parsed_args.command is not None:
         values[protocol.II_COMMAND] = _command(parsed_args.command)
+    if parsed_args.args is not None:
+        values[protocol.II_ARGS] = _command(parsed_args.args, '--args',
+                                            allow_empty=True)
     if parsed_args.env:
         values[protocol.II_ENV] = _env(parsed_args.env)
     if parsed_args.mode:
@@ -185,17 +194,17 @@ def instance_info_patch(parsed_args):
             for key, value in values.items()]
 
 
-def _command(text):
+def _command(text, option='--command', allow_empty=False):
     try:
         value = json.loads(text)
     except ValueError as exc:
         raise exceptions.CommandError(
-            '--command must be a JSON list of strings: %s' % exc)
-    if (not isinstance(value, list) or not value
+            '%s must be a JSON list of strings: %s' % (option, exc))
+    if (not isinstance(value, list) or not (value or allow_empty)
             or not all(isinstance(v, str) for v in value)):
         raise exceptions.CommandError(
-            '--command must be a non-empty JSON list of strings (the '
-            'program and its arguments), got %s' % text)
+            '%s must be a %sJSON list of strings, got %s'
+            % (option, '' if allow_empty else 'non-empty ', text))
     return value
 
 

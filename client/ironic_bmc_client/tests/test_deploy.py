@@ -97,6 +97,17 @@ def test_job_sets_instance_info_deploys_and_waits_until_it_ends():
     assert sleep.call_args_list == [mock.call(3.0)] * 2
 
 
+def test_args_keep_the_entrypoint():
+    baremetal = _baremetal(('active', None))
+    _run(['--image', 'i', '--args', '["postgres", "-c", "x=1"]',
+          '--no-wait'], Runs(), baremetal)
+    assert _patch(baremetal)['/instance_info/container_args'] == [
+        'postgres', '-c', 'x=1']
+    assert '/instance_info/container_command' not in _patch(baremetal)
+    assert set(_patch(baremetal)) <= {
+        '/instance_info/%s' % key for key in DOCUMENTED}
+
+
 def test_every_key_it_sets_is_documented():
     baremetal = _baremetal(('active', None))
     _run(['--image', 'i', '--mode', 'service', '--command', '["a"]',
@@ -167,6 +178,7 @@ def test_timeout():
 @pytest.mark.parametrize('argv,message', [
     (['--command', 'solver'], 'JSON list of strings'),
     (['--command', '["a", 1]'], 'non-empty JSON list of strings'),
+    (['--args', '"postgres"'], '--args must be a JSON list of strings'),
     (['--env', 'NOEQUALS'], 'KEY=VALUE'),
     (['--tunables', '{"a":'], 'profile name or a JSON object'),
 ])

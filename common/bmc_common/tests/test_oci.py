@@ -56,7 +56,7 @@ def test_rlimits_defaults():
     assert oci.parse_rlimits(None) == [
         {'type': 'RLIMIT_MEMLOCK', 'soft': oci.UNLIMITED,
          'hard': oci.UNLIMITED},
-        {'type': 'RLIMIT_NOFILE', 'soft': 1048576, 'hard': 1048576}]
+        {'type': 'RLIMIT_NOFILE', 'soft': 1024, 'hard': 1048576}]
 
 
 def test_rlimits_over_defaults():

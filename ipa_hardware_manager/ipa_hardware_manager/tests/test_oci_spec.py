@@ -66,6 +66,25 @@ class PrivilegedSpecTest(Base):
         self.assertIn('HOME=/data', process['env'])
         self.assertFalse(process['noNewPrivileges'])
 
+    def test_environment_as_docker_gives_it(self):
+        """PATH, HOSTNAME, HOME; no TERM without a terminal (Docker sets
+        one only with -t); the image's over them."""
+        env = dict(e.split('=', 1) for e in self.build(
+            hostname='node-3', env={'HOSTNAME': 'mine'})['process']['env'])
+        self.assertEqual({'PATH': oci_spec.DEFAULT_PATH, 'HOSTNAME': 'mine',
+                          'HOME': '/root', 'container': 'bmc'}, env)
+        env = dict(e.split('=', 1)
+                   for e in self.build(hostname='node-3')['process']['env'])
+        self.assertEqual('node-3', env['HOSTNAME'])
+        self.assertNotIn('TERM', env)
+
+    def test_workload_is_not_protected_from_the_oom_killer(self):
+        # The agent lowers its own oom_score_adj; crun sets the
+        # workload's back to 0.
+        self.assertEqual(0, self.build()['process']['oomScoreAdj'])
+        self.assertEqual(0, self.build(privileged=False)['process'][
+            'oomScoreAdj'])
+
     def test_every_capability_the_kernel_knows(self):
         caps = self.build(cap_last_cap=40)['process']['capabilities']
         self.assertEqual({'bounding', 'effective', 'permitted'}, set(caps))
@@ -78,8 +97,10 @@ class PrivilegedSpecTest(Base):
     def test_hpc_rlimits_by_default(self):
         limits = {r['type']: (r['soft'], r['hard'])
                   for r in self.build()['process']['rlimits']}
+        # memlock unlimited for MPI/RDMA; open files: soft 1024 as under
+        # Docker and systemd (select(), per-fd tables), hard 1048576.
         self.assertEqual({'RLIMIT_MEMLOCK': (2 ** 64 - 1, 2 ** 64 - 1),
-                          'RLIMIT_NOFILE': (1048576, 1048576)}, limits)
+                          'RLIMIT_NOFILE': (1024, 1048576)}, limits)
 
     def test_rlimits_over_the_defaults(self):
         limits = {r['type']: (r['soft'], r['hard']) for r in self.build(
@@ -103,9 +124,9 @@ class PrivilegedSpecTest(Base):
 
     def test_mounts(self):
         mounts = {m['destination']: m for m in self.build()['mounts']}
+        # No /run, no /tmp: the image's own, as under Docker.
         self.assertEqual(['/proc', '/dev', '/dev/pts', '/dev/shm',
-                          '/dev/mqueue', '/sys', '/run', '/tmp'],
-                         list(mounts))
+                          '/dev/mqueue', '/sys'], list(mounts))
         for mount in mounts.values():
             self.assertEqual({'destination', 'type', 'source', 'options'},
                              set(mount))
@@ -120,8 +141,6 @@ class PrivilegedSpecTest(Base):
                                             mounts['/sys']['source']))
         self.assertIn('rbind', mounts['/sys']['options'])
         self.assertIn('rw', mounts['/sys']['options'])
-        self.assertEqual('tmpfs', mounts['/run']['type'])
-        self.assertEqual('tmpfs', mounts['/tmp']['type'])
         self.assertEqual('mqueue', mounts['/dev/mqueue']['type'])
 
     def test_hugetlbfs_when_hugepages_are_set(self):
@@ -142,6 +161,13 @@ class PrivilegedSpecTest(Base):
 
 
 class ConfinedSpecTest(Base):
+    def test_own_hostname(self):
+        spec = self.build(privileged=False, hostname='node-3')
+        self.assertEqual('bmc-workload', spec['hostname'])
+        self.assertIn('HOSTNAME=bmc-workload', spec['process']['env'])
+        self.assertEqual('bmc-workload', oci_spec.hostname_of(False, 'n'))
+        self.assertEqual('n', oci_spec.hostname_of(True, 'n'))
+
     def test_docker_defaults(self):
         spec = self.build(privileged=False)
         caps = spec['process']['capabilities']['bounding']
@@ -205,8 +231,12 @@ class UserTest(Base):
                          oci_spec.resolve_user(self.root, 'redis'))
 
     def test_name_and_group(self):
-        self.assertEqual((999, 4, [44], '/data'),
+        # An explicit group: that group only, no supplementary groups
+        # (runc, Docker).
+        self.assertEqual((999, 4, [], '/data'),
                          oci_spec.resolve_user(self.root, 'redis:adm'))
+        self.assertEqual((999, 998, [], '/data'),
+                         oci_spec.resolve_user(self.root, 'redis:998'))
 
     def test_numeric(self):
         self.assertEqual((1234, 5678, [], '/'),
@@ -268,20 +298,24 @@ class ResolveInRootTest(Base):
 
 class MountPointsTest(Base):
     def test_links_resolved_inside_the_root(self):
-        os.symlink('/../../../../run/bmc-workload',
-                   os.path.join(self.root, 'tmp'))
-        mounts = oci_spec.resolve_mount_points(self.root,
-                                               self.build()['mounts'])
+        # The image's /run points out of its root (as the agent's state
+        # directory would be if followed on the node).
+        os.symlink('/../../../../var/run', os.path.join(self.root, 'run'))
+        extra = {'destination': '/run/bmc/config-drive', 'type': 'bind',
+                 'source': '/x', 'options': ['bind', 'ro']}
+        mounts = oci_spec.resolve_mount_points(
+            self.root, self.build(mounts=[extra])['mounts'])
         destinations = [m['destination'] for m in mounts]
-        self.assertNotIn('/tmp', destinations)
-        tmp = [m for m in mounts if m['destination'] == '/run/bmc-workload']
-        self.assertEqual('tmpfs', tmp[0]['type'])
-        # After the /run it lies in, and every parent before its child.
-        self.assertLess(destinations.index('/run'),
-                        destinations.index('/run/bmc-workload'))
+        self.assertNotIn('/run/bmc/config-drive', destinations)
+        drive = [m for m in mounts
+                 if m['destination'] == '/var/run/bmc/config-drive']
+        self.assertEqual('/x', drive[0]['source'])
+        # Every parent before its child.
         self.assertLess(destinations.index('/dev'),
                         destinations.index('/dev/shm'))
-        self.assertFalse(os.path.exists(os.path.join(self.root, 'run')))
+        self.assertLess(destinations.index('/proc'),
+                        destinations.index('/var/run/bmc/config-drive'))
+        self.assertFalse(os.path.exists(os.path.join(self.root, 'var')))
 
     def test_plain_destinations_unchanged(self):
         mounts = self.build()['mounts']
@@ -291,9 +325,9 @@ class MountPointsTest(Base):
                    oci_spec.resolve_mount_points(self.root, mounts)))
 
     def test_a_link_to_the_root_is_refused(self):
-        os.symlink('/', os.path.join(self.root, 'run'))
+        os.symlink('/', os.path.join(self.root, 'proc'))
         with self.assertRaisesRegex(oci_spec.SpecError,
-                                    "image's /run leads to its root"):
+                                    "image's /proc leads to its root"):
             oci_spec.resolve_mount_points(self.root, self.build()['mounts'])
 
 

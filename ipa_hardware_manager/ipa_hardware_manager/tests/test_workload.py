@@ -61,6 +61,13 @@ class SupervisorTest(unittest.TestCase):
         self.state = os.path.join(self.tmp.name, 'state')
         self.sup = workload.Supervisor(self.state, runtime=FAKE_CRUN)
         self.addCleanup(self._kill)
+        # Most tests run the fake runtime on '/': neither the host's /etc
+        # nor the test process's oom_score_adj is touched.
+        self.identity = mock.patch.object(
+            workload.container_etc, 'write_identity', autospec=True).start()
+        self.protect = mock.patch.object(
+            workload.oci_runtime, 'protect_agent', autospec=True).start()
+        self.addCleanup(mock.patch.stopall)
 
     def _kill(self):
         rec = self.sup.record
@@ -345,6 +352,20 @@ class SupervisorTest(unittest.TestCase):
                       spec['process']['rlimits'])
         self.assertIn({'type': 'ipc'}, spec['linux']['namespaces'])
         self.assertFalse(self.sup.status()['privileged'])
+        # A confined container's own hostname, in its /etc too; the agent
+        # protected itself from the OOM killer, the workload is not.
+        self.assertEqual('bmc-workload', spec['hostname'])
+        self.identity.assert_called_once_with(root, 'bmc-workload')
+        self.protect.assert_called_once_with()
+        self.assertEqual(0, spec['process']['oomScoreAdj'])
+
+    def test_privileged_has_the_nodes_hostname(self):
+        with mock.patch.object(workload.oci_spec.socket, 'gethostname',
+                               autospec=True, return_value='node-7'):
+            self.sup.start('/', ['true'])
+        _wait_exit(self.sup)
+        self.identity.assert_called_once_with('/', 'node-7')
+        self.assertIn('HOSTNAME=node-7', self._spec()['process']['env'])
 
 
 class ValidationTest(unittest.TestCase):
@@ -353,6 +374,11 @@ class ValidationTest(unittest.TestCase):
         self.addCleanup(self.tmp.cleanup)
         self.sup = workload.Supervisor(os.path.join(self.tmp.name, 's'),
                                        runtime=FAKE_CRUN)
+        for name in ('write_identity', 'protect_agent'):
+            target = (workload.container_etc if name == 'write_identity'
+                      else workload.oci_runtime)
+            mock.patch.object(target, name, autospec=True).start()
+        self.addCleanup(mock.patch.stopall)
 
     def _bad(self, message, root='/', **kw):
         args = {'command': ['true']}

@@ -332,15 +332,18 @@ def test_results_normalized():
     info = deploy_info.parse(_node(
         container_image='r/a:1',
         container_results='["/results/out.csv", "/results//./out.csv", '
-                          '"/work/log.txt"]'))
-    assert info.results == ['/results/out.csv', '/work/log.txt']
+                          '"/work/log.txt", "/tmp/t.csv", "/run/app/r"]'))
+    # /tmp and /run are the image's own directories: what the workload
+    # leaves there is still there once it exits.
+    assert info.results == ['/results/out.csv', '/work/log.txt',
+                            '/tmp/t.csv', '/run/app/r']
 
 
 @pytest.mark.parametrize('value,message', [
     ('["results/out.csv"]', 'not an absolute path'),
     ('["/results/../etc/shadow"]', 'without ".."'),
-    ('["/tmp/out.csv"]', 'under /tmp, a mount of the container'),
-    ('["/run/x"]', 'under /run'),
+    ('["/proc/self/status"]', 'under /proc, a mount of the container'),
+    ('["/dev/shm/x"]', 'under /dev'),
     ('["/"]', 'not an absolute path'),
     ('[]', 'list of 1 to 64'),
     ('"/results/out.csv"', 'list of 1 to 64'),
@@ -366,6 +369,81 @@ def test_privileged_refused_where_the_operator_forbids_it():
                                     container_privileged=True))
     finally:
         CONF.clear_override('allow_privileged', group='container')
+
+
+def test_args_replace_cmd_and_keep_entrypoint():
+    """container_args as ``docker run IMAGE ARGS``: the image's
+    entrypoint script still runs."""
+    config = pipeline.ImageConfig(entrypoint=['docker-entrypoint.sh'],
+                                  cmd=['postgres'])
+    info = deploy_info.parse(_node(container_image='r/a:1',
+                                   container_args='["postgres", "-c", "x=1"]'))
+    assert info.args == ['postgres', '-c', 'x=1']
+    assert deploy_info.workload_args(info, config)['command'] == [
+        'docker-entrypoint.sh', 'postgres', '-c', 'x=1']
+    # [] runs the entrypoint alone; without an entrypoint, the args are
+    # the command (as Docker).
+    info = deploy_info.parse(_node(container_image='r/a:1',
+                                   container_args=[]))
+    assert deploy_info.workload_args(info, config)['command'] == [
+        'docker-entrypoint.sh']
+    info = deploy_info.parse(_node(container_image='r/a:1',
+                                   container_args=['/bin/true']))
+    assert deploy_info.workload_args(
+        info, pipeline.ImageConfig(cmd=['x']))['command'] == ['/bin/true']
+    info = deploy_info.parse(_node(container_image='r/a:1',
+                                   container_args=[]))
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='neither ENTRYPOINT nor CMD'):
+        deploy_info.workload_args(info, pipeline.ImageConfig(cmd=['x']))
+
+
+@pytest.mark.parametrize('value,message', [
+    ('not json', 'must be a JSON list of strings'),
+    ('"postgres"', 'must be a JSON list of strings'),
+    ('[1]', 'must be a JSON list of strings'),
+    ('{"a": "b"}', 'must be a JSON list of strings'),
+    ('["a\\u0000b"]', 'NUL byte'),
+])
+def test_bad_args(value, message):
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='instance_info/container_args.*' + message):
+        deploy_info.parse(_node(container_image='r/a:1',
+                                container_args=value))
+
+
+def test_args_with_command_refused():
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='container_args and .*container_command are '
+                             'both set'):
+        deploy_info.parse(_node(container_image='r/a:1',
+                                container_command=['/bin/sh'],
+                                container_args=['-c', 'x']))
+
+
+@pytest.mark.parametrize('key,value', [
+    ('container_command', ['/bin/sh', '-c', 'a\0b']),
+    ('container_command', '["/bin/sh\\u0000"]'),
+    ('container_env', {'A': 'a\0b'}),
+    ('container_env', {'A\0': 'b'}),
+])
+def test_nul_bytes_refused_at_validate(key, value):
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='instance_info/%s.*NUL|not a valid' % key):
+        deploy_info.parse(_node(container_image='r/a:1', **{key: value}))
+
+
+def test_nul_bytes_of_the_image_refused():
+    info = deploy_info.parse(_node(container_image='r/a:1'))
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='ENTRYPOINT or CMD of image r/a:1 contains a '
+                             'NUL byte'):
+        deploy_info.workload_args(info, pipeline.ImageConfig(
+            cmd=['/bin/echo', 'a\0b']))
+    with pytest.raises(exception.InvalidParameterValue,
+                       match='Env of image r/a:1 contains a NUL byte'):
+        deploy_info.workload_args(info, pipeline.ImageConfig(
+            cmd=['/x'], env=['A=a\0b']))
 
 
 def test_workload_args_need_a_command():

@@ -142,6 +142,22 @@ class ImagePropertiesTestCase(base.ContainerDeployTestCase):
         self.assertIn('property container_command of Glance image %s'
                       % GLANCE_ID, str(exc))
 
+    def test_args_from_the_image(self, mock_props):
+        mock_props.return_value = self._props(
+            container_args='["postgres", "-c", "fsync=off"]')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            image_properties.snapshot(task)
+            container = deploy_info.parse(task.node)
+        self.assertEqual(['postgres', '-c', 'fsync=off'], container.args)
+        self.assertIsNone(container.command)
+        mock_props.return_value = self._props(container_args='["a\\u0000"]')
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            image_properties.snapshot(task)
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    deploy_info.parse, task.node)
+        self.assertIn('property container_args of Glance image %s: an '
+                      'argument contains a NUL byte' % GLANCE_ID, str(exc))
+
     def test_operator_only_keys_refused(self, mock_props):
         # A tenant may not point the conductor at its own disk or set the
         # pull secret through the image, and is told so.
