@@ -14,17 +14,23 @@
 
 A verified layer blob opened as a decompressed stream (gzip, zstd, plain
 tar), tar headers bounded before Python's tarfile reads them into
-memory, the bounds a layer is held to (:class:`Limits`) and what the
-applier learns about the tree (:class:`TreeInfo`).
+memory, the extended attributes a header may set (:func:`member_xattrs`),
+the bounds a layer is held to (:class:`Limits`) and what the applier
+learns about the tree (:class:`TreeInfo`).
 """
 
 import collections
 import dataclasses
+import fnmatch
 import gzip
 import os
 import stat
 import subprocess
 import tarfile
+
+from oslo_log import log
+
+LOG = log.getLogger(__name__)
 
 #: A device node that could not be created (not running as root).
 Device = collections.namedtuple(
@@ -72,6 +78,29 @@ def bounded_tarinfo(max_header_bytes):
             return super()._proc_member(tarfile_)
 
     return BoundedTarInfo
+
+
+def member_xattrs(member, allowed, dropped, layer):
+    """The extended attributes (PAX ``SCHILY.xattr.*``) of a tar member
+    whose names match one of the ``allowed`` shell-style patterns, as
+    ``{name: bytes}``.  Others are counted in ``dropped`` (a Counter) and
+    logged once per name."""
+    out = {}
+    for key, value in (member.pax_headers or {}).items():
+        if not key.startswith('SCHILY.xattr.'):
+            continue
+        name = key[len('SCHILY.xattr.'):]
+        if not any(fnmatch.fnmatchcase(name, pattern)
+                   for pattern in allowed):
+            if not dropped[name]:
+                LOG.warning('Layer %(l)s: dropping extended attribute '
+                            '%(k)s (of %(p)s and any later file): not '
+                            'in [container]allowed_xattrs',
+                            {'l': layer, 'k': name, 'p': member.name})
+            dropped[name] += 1
+            continue
+        out[name] = value.encode('utf-8', 'surrogateescape')
+    return out
 
 
 class TreeInfo:

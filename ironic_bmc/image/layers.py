@@ -29,13 +29,21 @@ tree.  The rules:
 
 Whiteouts follow the OCI image spec: ``.wh.<name>`` removes ``<name>`` of
 the lower layers, ``.wh..wh..opq`` removes everything the lower layers put
-in its directory.  Directory modes and mtimes are applied at the end
-(deepest first) so that read-only directories can still be filled.
+in its directory.  A whiteout below a path that the same layer replaced by
+a non-directory is a no-op: what it names went with the directory
+(``umoci repack`` writes a directory that became a file or a symlink as
+``d`` then ``d/.wh.<child>`` for each former child).  Nothing is opened
+below such a path, nor is a symlink followed; a whiteout below a lower
+layer's symlink or file is still refused.
+
+Directory metadata (owner, mode, extended attributes, mtime; a later
+layer's entry for the directory replaces it whole) is applied at the end,
+deepest first, so that read-only directories can still be filled.
 
 Every operation on a path of the tree is a method of :class:`LayerApplier`
 (about 400 lines): the safety argument above is read in one place.
-Reading the layer (decompression, bounded tar headers, the limits) is in
-:mod:`.layer_stream`.
+Reading the layer (decompression, bounded tar headers, the limits, the
+extended attributes a header may set) is in :mod:`.layer_stream`.
 
 Ownership and device nodes are applied when running as root.  Otherwise
 they are recorded in :attr:`TreeInfo.owners` and :attr:`TreeInfo.devices`
@@ -44,7 +52,6 @@ for the artifact builder (squashfs pseudo files, tar headers).
 
 import collections
 import errno
-import fnmatch
 import gzip
 import os
 import shutil
@@ -160,7 +167,7 @@ class LayerApplier:
     def finish(self):
         """Apply deferred directory metadata; return :class:`TreeInfo`."""
         for relpath in sorted(self._dir_meta, key=lambda p: -p.count('/')):
-            uid, gid, mode, mtime = self._dir_meta[relpath]
+            uid, gid, mode, mtime, xattrs = self._dir_meta[relpath]
             parts = relpath.split('/') if relpath else []
             try:
                 fd = self._open_dir(parts)
@@ -169,7 +176,8 @@ class LayerApplier:
             if fd is None:
                 continue
             try:
-                self._set_meta_fd(fd, relpath, uid, gid, mode, mtime)
+                self._set_meta_fd(fd, relpath, uid, gid, mode, mtime,
+                                  xattrs)
             finally:
                 os.close(fd)
         for relpath in list(self.info.owners):
@@ -218,9 +226,10 @@ class LayerApplier:
             raise self._unsafe(name, f'has a ".." component ({what})')
         return parts
 
-    def _open_dir(self, parts, create=False, name=None):
+    def _open_dir(self, parts, create=False, name=None, whiteout=False):
         """Open the directory ``parts`` below the root, never following a
-        symlink.  Returns None when missing and not ``create``."""
+        symlink.  Returns None when missing and not ``create``, and for a
+        ``whiteout`` below a non-directory this layer wrote."""
         fd = os.dup(self._root_fd)
         try:
             for i, comp in enumerate(parts):
@@ -237,8 +246,11 @@ class LayerApplier:
                 except OSError as e:
                     if e.errno not in (errno.ELOOP, errno.ENOTDIR):
                         raise
-                    st = os.stat(comp, dir_fd=fd, follow_symlinks=False)
                     sub = '/'.join(parts[:i + 1])
+                    if whiteout and sub in self._layer_paths:
+                        os.close(fd)
+                        return None
+                    st = os.stat(comp, dir_fd=fd, follow_symlinks=False)
                     if stat.S_ISLNK(st.st_mode):
                         raise self._unsafe(
                             name or sub, 'goes through the symbolic link '
@@ -301,23 +313,9 @@ class LayerApplier:
             return 0
 
     def _xattrs(self, member):
-        out = {}
-        for key, value in (member.pax_headers or {}).items():
-            if not key.startswith('SCHILY.xattr.'):
-                continue
-            name = key[len('SCHILY.xattr.'):]
-            if not any(fnmatch.fnmatchcase(name, pattern)
-                       for pattern in self.limits.allowed_xattrs):
-                if not self.dropped_xattrs[name]:
-                    LOG.warning('Layer %(l)s: dropping extended attribute '
-                                '%(k)s (of %(p)s and any later file): not '
-                                'in [container]allowed_xattrs',
-                                {'l': self._layer, 'k': name,
-                                 'p': member.name})
-                self.dropped_xattrs[name] += 1
-                continue
-            out[name] = value.encode('utf-8', 'surrogateescape')
-        return out
+        return layer_stream.member_xattrs(
+            member, self.limits.allowed_xattrs, self.dropped_xattrs,
+            self._layer)
 
     # --- entries -------------------------------------------------------------
 
@@ -329,7 +327,8 @@ class LayerApplier:
         if not parts:
             if not m.isdir():
                 raise self._unsafe(m.name, 'replaces the root directory')
-            self._dir_meta[''] = (m.uid, m.gid, mode, mtime)
+            self._dir_meta[''] = (m.uid, m.gid, mode, mtime,
+                                  self._xattrs(m))
             return
         base = parts[-1]
         if base.startswith(WHITEOUT_PREFIX):
@@ -346,7 +345,8 @@ class LayerApplier:
                 except FileNotFoundError:
                     os.mkdir(base, 0o700, dir_fd=pfd)
                     self._count_entry()
-                self._dir_meta[relpath] = (m.uid, m.gid, mode, mtime)
+                self._dir_meta[relpath] = (m.uid, m.gid, mode, mtime,
+                                           self._xattrs(m))
             elif m.islnk():
                 self._hardlink(pfd, base, relpath, m)
             else:
@@ -445,7 +445,7 @@ class LayerApplier:
     def _whiteout(self, parts, name):
         base = parts[-1]
         pfd = self._open_dir(parts[:-1], create=(base == OPAQUE_MARKER),
-                             name=name)
+                             name=name, whiteout=True)
         if pfd is None:
             return
         try:

@@ -148,6 +148,105 @@ def test_whiteout_applies_to_lower_layers_only(tmp_path):
     assert (tree / 'f').read_bytes() == b'new'
 
 
+# A directory the upper layer replaces by a non-directory, with whiteouts
+# of the directory's former children below the new entry.  umoci repack
+# (0.4.7) writes the entry, then one whiteout per former child (sorted by
+# path: the entry always comes first); older umoci wrote a whiteout for
+# every path below; whiteouts before the entry work as ever.
+LOWER_DIR = [Entry('d/inner', data=b'1'), Entry('d/sub/z', data=b'2'),
+             Entry('keep', data=b'k')]
+DIR_REPLACED = {
+    'file-then-whiteouts': [
+        Entry('d', data=b'now a file'), ociimage.whiteout('d/inner'),
+        ociimage.whiteout('d/sub')],
+    'file-then-nested-whiteouts': [
+        Entry('d', data=b'now a file'), ociimage.whiteout('d/inner'),
+        ociimage.whiteout('d/sub'), ociimage.whiteout('d/sub/z')],
+    'whiteouts-then-file': [
+        ociimage.whiteout('d/inner'), ociimage.whiteout('d/sub'),
+        Entry('d', data=b'now a file')],
+    'file-then-opaque': [
+        Entry('d', data=b'now a file'), ociimage.opaque('d'),
+        ociimage.opaque('d/sub')],
+    'hardlink-then-whiteouts': [
+        Entry('d', 'hardlink', linkname='keep'),
+        ociimage.whiteout('d/inner')],
+    'fifo-then-whiteouts': [
+        Entry('d', 'fifo'), ociimage.whiteout('d/sub')],
+}
+
+
+@pytest.mark.parametrize('case', sorted(DIR_REPLACED))
+def test_whiteout_below_a_non_directory_of_the_same_layer(tmp_path, case):
+    tree, _ = apply(tmp_path, [LOWER_DIR, DIR_REPLACED[case]])
+    st = os.lstat(tree / 'd')
+    assert not stat.S_ISDIR(st.st_mode)
+    if stat.S_ISREG(st.st_mode):
+        assert (tree / 'd').read_bytes() in (b'now a file', b'k')
+    assert (tree / 'keep').read_bytes() == b'k'
+    assert sorted(os.listdir(tree)) == ['d', 'keep']
+
+
+def test_whiteout_below_a_symlink_of_the_same_layer(tmp_path, outside):
+    """usr merge as umoci writes it: ``lib`` becomes a symlink to
+    ``usr/lib`` and ``lib/.wh.libc.so`` names the lower ``lib/libc.so``.
+    The whiteout is a no-op: it neither follows the symlink (``usr/lib``
+    keeps its file) nor errs; one to a directory outside the tree touches
+    nothing there."""
+    before = snapshot(outside)
+    tree, _ = apply(tmp_path, [
+        [Entry('lib/libc.so', data=b'old'), Entry('usr/lib/libc.so',
+                                                  data=b'new'),
+         Entry('etc/x/secret', data=b'lower')],
+        [Entry('lib', 'symlink', linkname='usr/lib'),
+         ociimage.whiteout('lib/libc.so'),
+         Entry('etc/x', 'symlink', linkname=str(outside)),
+         ociimage.whiteout('etc/x/secret'), ociimage.opaque('etc/x')],
+    ])
+    assert os.readlink(tree / 'lib') == 'usr/lib'
+    assert (tree / 'usr/lib/libc.so').read_bytes() == b'new'
+    assert os.readlink(tree / 'etc/x') == str(outside)
+    assert snapshot(outside) == before
+
+
+def test_whiteouts_of_lower_paths_still_remove_them(tmp_path):
+    """In a layer that replaced a directory by a file, whiteouts of other
+    paths of the lower layers remove them."""
+    tree, _ = apply(tmp_path, [
+        LOWER_DIR + [Entry('other/x', data=b'x'), Entry('other/y',
+                                                        data=b'y'),
+                     Entry('gone', 'dir'), Entry('gone/z', data=b'z')],
+        DIR_REPLACED['file-then-whiteouts'] + [
+            ociimage.whiteout('other/x'), ociimage.whiteout('gone'),
+            ociimage.whiteout('gone/z')],
+    ])
+    assert (tree / 'd').read_bytes() == b'now a file'
+    assert os.listdir(tree / 'other') == ['y']
+    assert sorted(os.listdir(tree)) == ['d', 'keep', 'other']
+
+
+def test_whiteout_below_a_lower_non_directory_is_refused(tmp_path):
+    """Only a non-directory of the same layer makes a whiteout below it a
+    no-op; below a lower layer's file it is a malformed layer."""
+    with pytest.raises(exc.UnsafeLayer,
+                       match='"f/.wh.x" has a parent "f" that is not a '
+                             'directory'):
+        apply(tmp_path, [[Entry('f', data=b'f')],
+                         [ociimage.whiteout('f/x')]])
+
+
+def test_directory_replaced_by_a_file_and_a_directory_again(tmp_path):
+    """Three layers, as umoci writes them: a directory, a file with the
+    whiteouts of the directory's children, a directory again."""
+    tree, _ = apply(tmp_path, [
+        [Entry('x/dfd', 'dir'), Entry('x/dfd/one', data=b'1')],
+        [Entry('x/dfd', data=b'file'), ociimage.whiteout('x/dfd/one')],
+        [Entry('x/dfd', 'dir', mode=0o750), Entry('x/dfd/two', data=b'2')],
+    ])
+    assert os.listdir(tree / 'x/dfd') == ['two']
+    assert stat.S_IMODE(os.lstat(tree / 'x/dfd').st_mode) == 0o750
+
+
 @pytest.mark.parametrize('marker_first', [True, False])
 def test_opaque_directory(tmp_path, marker_first):
     upper = [Entry('d/new', data=b'n'), Entry('d/sub', 'dir'),
@@ -232,9 +331,17 @@ def test_xattrs(tmp_path):
         if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
             pytest.skip('no user xattrs on this filesystem')
         raise
-    tree, _ = apply(tmp_path, [[
-        Entry('f', data=b'x', xattrs={'user.test': b'value'})]])
+    tree, _ = apply(tmp_path, [
+        [Entry('f', data=b'x', xattrs={'user.test': b'value'}),
+         Entry('d', 'dir', xattrs={'user.a': b'1', 'user.b': b'2'}),
+         Entry('.', 'dir', xattrs={'user.root': b'r'})],
+        # A directory's later entry replaces its xattrs whole.
+        [Entry('d', 'dir', mode=0o700, xattrs={'user.a': b'3'})],
+    ])
     assert os.getxattr(tree / 'f', 'user.test') == b'value'
+    assert os.listxattr(tree / 'd') == ['user.a']
+    assert os.getxattr(tree / 'd', 'user.a') == b'3'
+    assert os.getxattr(tree, 'user.root') == b'r'
 
 
 def test_max_size(tmp_path):
