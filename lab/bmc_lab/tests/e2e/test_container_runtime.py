@@ -13,10 +13,11 @@
 """The workload under crun on a QEMU node.
 
 * a job as an image's user, with supplementary groups, in its own PID and
-  mount namespaces, fresh /run, /tmp, /dev/shm and /dev/mqueue, the HPC
-  rlimits; the image's /tmp is a symlink that would point at the agent's
-  state directory if it were followed on the node; all of its output and
-  a result file are read from the conductor after the power-off;
+  mount namespaces, fresh /dev/shm and /dev/mqueue; the image's
+  /etc/hosts is a symlink that would point at the agent's record if the
+  agent followed it on the node when it writes the container's; all of
+  its output and a result file are read from the conductor after the
+  power-off;
 * a service undeployed gracefully: the image's StopSignal (SIGINT) reaches
   it, its own shutdown message is in the report, no SIGKILL was needed;
   the agent stopped heartbeating once the deploy was over, so the
@@ -29,6 +30,18 @@
   read them back and as the workload itself sees them.
 
 The node has two vCPUs, so that the partitions have a CPU each.
+
+Image fidelity (:mod:`bmc_lab.fidelity`): three of these runs are also
+images of its cases, and their process view, probed on the node, is
+compared field by field with what ``docker run`` gives, the intended
+differences applied: the job is cases b (a daemon's /var/run directory),
+c (a WORKDIR under /tmp), d (the own hostname resolves) and f's ``USER
+app`` (supplementary groups); the service is case a (a Postgres-like
+entrypoint that chowns as root then runs the CMD as ``postgres``), run
+with ``container_args`` and ``container_env``; the low-noise job is case
+e (``USER 1000:1000``).  test_kexec.py's job is f's ``USER app:app``.
+No boot is added for them; the unit tier's spec-level differential
+covers every case.
 """
 
 import base64
@@ -40,36 +53,48 @@ import pytest
 from bmc_common import protocol
 from bmc_lab import client as lab_client
 from bmc_lab import container_job
+from bmc_lab.fidelity import images as fidelity_images
+from bmc_lab.fidelity import views as fidelity
 from bmc_lab import logcursor
 from bmc_lab import nodes
-
-PASSWD = b'root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n'
-GROUP = b'root:x:0:\napp:x:1000:\nvideo:x:44:app\nstaff:x:50:other\n'
 
 INSIDE = b"""#!/bin/sh
 echo "pid=$$"
 echo "id=$(id)"
-echo "memlock=$(ulimit -l) nofile=$(ulimit -n)"
-for m in /run /run/bmc-workload /dev/shm /dev/mqueue /dev/pts /sys/fs/cgroup
+for m in /dev/mqueue /dev/pts /sys/fs/cgroup
 do
     awk -v m=$m '$2 == m {print "mount", $2, $3}' /proc/mounts
 done
-echo "run-entries=$(ls -A /run | wc -l)"
-echo probe > /tmp/probe && echo "tmp-writable=yes"
+echo probe > /tmp/work/out.txt && echo "tmp-writable=yes"
 echo "cgroup=$(cat /proc/self/cgroup)"
+# Case b's daemon: its pid file in the image's /var/run/appd, then the
+# probe.
+appd
 i=0; while [ $i -lt 3000 ]; do echo "filler line $i"; i=$((i+1)); done
 id > /results/ids.txt
 echo "done"
 """
-
-SERVICE = b"""#!/bin/sh
-trap 'echo "shutting down cleanly on INT"; exit 0' INT
-grep CapEff /proc/self/status
-echo serving
-while :; do sleep 1 & wait $!; done
-"""
+E = fidelity_images.E
+#: The job: cases b, c, d and f's USER app in one image.
+JOB = fidelity_images.combine(
+    'runtime_job', fidelity_images.NAMED_USER,
+    fidelity_images.DAEMON_RUN_DIR, fidelity_images.WORKDIR_IN_TMP,
+    fidelity_images.HOSTNAME_LOOKUP,
+    fidelity_images.Case(
+        'job', 'the job', files=(
+            E('inside.sh', data=INSIDE, mode=0o755),
+            E('results', 'dir', mode=0o1777),
+            # Followed on the node, the agent's writing the container's
+            # /etc/hosts would overwrite its own record of the run.
+            E('etc/hosts', 'symlink',
+              linkname='/../../../run/bmc-workload/workload.json')),
+        creates=(('/tmp/work/out.txt', 1000, 1000),)),
+    user='app', workdir='/tmp/work', cmd=('/inside.sh',))
+#: The service: case a, its CMD replaced by container_args.
+SERVICE = fidelity_images.ARGS_REPLACE_CMD
 
 PARTITIONS = b"""#!/bin/sh
+bmc-probe
 grep Cpus_allowed_list /proc/self/status
 for g in bmc-workload system.slice init.scope
 do
@@ -80,6 +105,13 @@ echo "partition $(cat /sys/fs/cgroup/bmc-workload/cpuset.cpus.partition)"
 # reported "ended" instead: its cgroup is gone).
 sleep 8
 """
+#: The low-noise job: case e (USER 1000:1000, no PATH in the image).
+PARTITIONS_JOB = fidelity_images.combine(
+    'runtime_partitions', fidelity_images.NUMERIC_USER,
+    fidelity_images.Case('partitions', 'the partitions job', files=(
+        E('partitions.sh', data=PARTITIONS, mode=0o755),)),
+    user='1000:1000', env=fidelity_images.NUMERIC_USER.env,
+    cmd=('/partitions.sh',))
 
 
 
@@ -93,29 +125,31 @@ def _lines(report):
     return report['output_tail'].splitlines()
 
 
-def test_job_runs_in_its_own_container(lab):
-    image = container_job.push_demo_image_with(
-        lab, 'bmc/runtime-job', {'/etc/passwd': PASSWD, '/etc/group': GROUP,
-                                 '/inside.sh': INSIDE,
-                                 '/home/app/.keep': b'',
-                                 '/results/.keep': b''},
-        modes={'/results': 0o1777},
-        # Followed on the node, this would hide the agent's own state
-        # (its record and the job's output) under the container's tmpfs.
-        links={'/tmp': '/../../../run/bmc-workload'},
-        cmd=['/inside.sh'], user='app')
+@pytest.fixture(scope='module')
+def job_run(lab):
+    image = fidelity_images.push(lab, JOB, repo='bmc/runtime-job')
     container_job.deploy(lab, image, extra={
         protocol.II_RESULTS: '["/results/ids.txt", "/results/none"]'})
     report = container_job.wait_report(lab)
-    assert report['workload_exit_code'] == 0, report['output_tail']
     # All of the output (about 60 KB), not only the report's tail, and
     # the result file, from the conductor after the power-off.
     cli = lab_client.get_client(lab)
     name = lab.node_name(0)
-    assert cli.node.get(name).power_state == 'power off'
+    run = {'report': report, 'power_state': cli.node.get(name).power_state,
+           'whole': _passthru(cli, name, 'run_output'),
+           'result': _passthru(cli, name, 'run_output',
+                               args={'result': '/results/ids.txt'})}
+    container_job.undeploy(lab)
+    return run
+
+
+def test_job_runs_in_its_own_container(lab, job_run):
+    report = job_run['report']
+    assert report['workload_exit_code'] == 0, report['output_tail']
+    assert job_run['power_state'] == 'power off'
     assert report['output']['complete'] is True
     assert report['output']['bytes'] > 10 * protocol.OUTPUT_TAIL_BYTES
-    whole = _passthru(cli, name, 'run_output')
+    whole = job_run['whole']
     assert len(whole['output'].encode()) == report['output']['bytes']
     lines = whole['output'].splitlines()
     assert _lines(report)[-1] == lines[-1] == 'done'
@@ -124,23 +158,33 @@ def test_job_runs_in_its_own_container(lab):
     ident = [line for line in lines if line.startswith('id=')][0]
     assert 'uid=1000(app) gid=1000(app)' in ident
     assert '44(video)' in ident and 'staff' not in ident
-    assert 'memlock=unlimited nofile=1048576' in lines
     mounts = {tuple(line.split()[1:]) for line in lines
               if line.startswith('mount ')}
-    assert {('/run', 'tmpfs'), ('/dev/shm', 'tmpfs'),
-            ('/dev/mqueue', 'mqueue'), ('/dev/pts', 'devpts'),
+    assert {('/dev/mqueue', 'mqueue'), ('/dev/pts', 'devpts'),
             ('/sys/fs/cgroup', 'cgroup2')} <= mounts
-    # /tmp resolved inside the root: a tmpfs under the container's /run.
-    assert ('/run/bmc-workload', 'tmpfs') in mounts
     assert 'tmp-writable=yes' in lines
+    assert 'appd: pid file written' in lines
     assert 'cgroup=0::/bmc-workload' in lines
-    result = _passthru(cli, name, 'run_output',
-                       args={'result': '/results/ids.txt'})
+    result = job_run['result']
     assert base64.b64decode(result['data_base64']).decode() == (
         ident[len('id='):] + '\n')
     assert report['results']['/results/ids.txt']['size'] == result['size']
     assert 'no such file' in report['results']['/results/none']['error']
-    container_job.undeploy(lab)
+
+
+def _fidelity(case, output):
+    mismatches, fields, node = fidelity.check(case, output)
+    print('%s on %s: %s' % (case.name, node, fields))
+    assert not mismatches, fidelity.format_mismatches(case, mismatches)
+    return fields
+
+
+def test_job_process_view_as_under_docker(lab, job_run):
+    """Cases b, c, d and f (USER app), on the node as under docker run."""
+    fields = _fidelity(JOB, job_run['whole']['output'])
+    # The agent replaced the image's /etc/hosts link (not followed): the
+    # hostname resolves, by the glibc of the image.
+    assert fields['host_lookup'] not in ('-', '127.0.0.1')
 
 
 def _passthru(cli, name, method, args=None):
@@ -149,31 +193,48 @@ def _passthru(cli, name, method, args=None):
     return found.to_dict() if hasattr(found, 'to_dict') else found
 
 
-def test_service_undeployed_with_its_stop_signal(lab):
-    image = container_job.push_demo_image_with(
-        lab, 'bmc/runtime-service', {'/service.sh': SERVICE},
-        cmd=['/service.sh'], stop_signal='SIGINT')
+@pytest.fixture(scope='module')
+def service_run(lab):
+    image = fidelity_images.push(lab, SERVICE, repo='bmc/runtime-service')
     conductor_log = logcursor.Cursor(lab.log('ironic.log'))
-    container_job.deploy(lab, image, mode=protocol.MODE_SERVICE)
+    container_job.deploy(lab, image, mode=protocol.MODE_SERVICE, extra={
+        protocol.II_ARGS: json.dumps(list(SERVICE.run_args)),
+        protocol.II_ENV: json.dumps(dict(
+            e.partition('=')[::2] for e in SERVICE.run_env))})
     container_job.wait_report(lab, states=('running',))
     # Long enough for heartbeats (the lab's agents send one every few
     # seconds): the agent stopped them once the deploy was over, so the
     # conductor, which no longer knows its token, refuses none.
     time.sleep(30)
     container_job.undeploy(lab)
-    assert 'Invalid or missing agent_token' not in conductor_log.text()
-    assert nodes.bmc_power_state(lab, 0) == 'off'
-    report = container_job.wait_report(lab, states=('undeployed',))
+    return {'conductor_log': conductor_log.text(),
+            'power_state': nodes.bmc_power_state(lab, 0),
+            'report': container_job.wait_report(lab,
+                                                states=('undeployed',))}
+
+
+def test_service_undeployed_with_its_stop_signal(lab, service_run):
+    assert 'Invalid or missing agent_token' not in service_run[
+        'conductor_log']
+    assert service_run['power_state'] == 'off'
+    report = service_run['report']
     stop = report['stop']
     assert (stop['reason'], stop['signal'], stop['killed']) == (
         'undeploy', 'SIGINT', False), stop
     assert report['workload_exit_code'] == 0
     lines = _lines(report)
     assert lines[-1] == 'shutting down cleanly on INT', lines
-    # Privileged: every capability of the node's kernel (6.1 knows 41).
-    assert 'CapEff:\t000001ffffffffff' in lines, lines
     names = [s['name'] for s in report['stages']]
     assert names.index('workload-exited') < names.index('powered-off')
+
+
+def test_service_process_view_as_under_docker(lab, service_run):
+    """Case a, with container_args and container_env."""
+    fields = _fidelity(SERVICE, service_run['report']['output_tail'])
+    # Privileged: every capability of the node's kernel (6.1 knows 41)
+    # bounds the process, which as postgres has none.
+    assert fields['cap_bnd'] == '000001ffffffffff', fields
+    assert fields['cap_eff'] == '0000000000000000', fields
 
 
 def test_confined_job_ended_at_its_walltime(lab):
@@ -215,13 +276,19 @@ def lab_image(lab):
     return container_job.push_demo_image(lab)
 
 
-def test_low_noise_job_on_the_nodeos_partitions(lab):
-    image = container_job.push_demo_image_with(
-        lab, 'bmc/runtime-partitions', {'/partitions.sh': PARTITIONS},
-        cmd=['/partitions.sh'])
+@pytest.fixture(scope='module')
+def low_noise_run(lab):
+    image = fidelity_images.push(lab, PARTITIONS_JOB,
+                                 repo='bmc/runtime-partitions')
     container_job.deploy(lab, image, extra={
         protocol.II_TUNABLES: 'low-noise'})
     report = container_job.wait_report(lab)
+    container_job.undeploy(lab)
+    return report
+
+
+def test_low_noise_job_on_the_nodeos_partitions(lab, low_noise_run):
+    report = low_noise_run
     assert report['workload_exit_code'] == 0, report['output_tail']
     hk = report['tunables']['housekeeping_cpus']
     wl = report['tunables']['workload_cpus']
@@ -245,4 +312,8 @@ def test_low_noise_job_on_the_nodeos_partitions(lab):
     assert 'Cpus_allowed_list:\t1' in lines, lines
     assert {'bmc-workload 1', 'system.slice 0', 'init.scope 0',
             'partition root'} <= set(lines), lines
-    container_job.undeploy(lab)
+
+
+def test_low_noise_process_view_as_under_docker(lab, low_noise_run):
+    """Case e (USER 1000:1000, no PATH in the image)."""
+    _fidelity(PARTITIONS_JOB, low_noise_run['output_tail'])

@@ -18,6 +18,11 @@ On a node of two vCPUs (the runtime lab), CPU 1 isolated.  "No firmware"
 is what the host saw: no new start of the domain's QEMU process (a power
 action through the BMC) between cleaning and the workload's start, while
 the serial console shows a second Linux boot (the kexec).
+
+The job's image is also image fidelity's case f with ``USER app:app``
+(:mod:`bmc_lab.fidelity`): its process view in the new kernel, probed
+after the job's own lines, is Docker's (that group, no supplementary
+groups), the intended differences applied.
 """
 
 import json
@@ -26,13 +31,22 @@ import pytest
 
 from bmc_common import protocol
 from bmc_lab import container_job
+from bmc_lab.fidelity import images as fidelity_images
+from bmc_lab.fidelity import views as fidelity
 from bmc_lab import warm_run
 from bmc_lab.tests.e2e import test_warm
 
 CMDLINE_JOB = b"""#!/bin/sh
 cat /proc/cmdline
 cat /sys/devices/system/cpu/isolated
+bmc-probe
 """
+#: Case f's USER app:app, with the job.
+JOB = fidelity_images.combine(
+    'kexec_cmdline', fidelity_images.NAMED_USER_GROUP,
+    fidelity_images.Case('cmdline', 'the job', files=(
+        fidelity_images.E('cmdline.sh', data=CMDLINE_JOB, mode=0o755),)),
+    user='app:app', cmd=('/cmdline.sh',))
 
 
 @pytest.fixture(scope='module')
@@ -43,9 +57,7 @@ def lab(lab_pool):
 
 @pytest.fixture(scope='module')
 def kexec_run(lab):
-    image = container_job.push_demo_image_with(
-        lab, 'bmc/kexec-cmdline', {'/cmdline.sh': CMDLINE_JOB},
-        cmd=['/cmdline.sh'])
+    image = fidelity_images.push(lab, JOB, repo='bmc/kexec-cmdline')
     with warm_run.warm_node(lab):
         warm_run.clean(lab)
         before = {'starts': test_warm._starts(lab),
@@ -85,3 +97,11 @@ def test_isolcpus_is_read_back_in_the_new_kernel(kexec_run):
     lines = report['output_tail'].splitlines()
     assert 'isolcpus=1' in lines[0].split(), lines
     assert lines[1] == '1', lines
+
+
+def test_process_view_of_a_user_and_group_as_under_docker(kexec_run):
+    report = kexec_run['report']
+    mismatches, fields, _node = fidelity.check(JOB, report['output_tail'])
+    assert not mismatches, fidelity.format_mismatches(JOB, mismatches)
+    assert (fields['uid'], fields['gid'], fields['groups']) == (
+        '1000', '1000', ''), fields
