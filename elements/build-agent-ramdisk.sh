@@ -115,7 +115,7 @@ START=$(date +%s)
 # --- host tools diskimage-builder calls ------------------------------------
 missing=""
 for tool in sudo:sudo debootstrap:debootstrap cpio:cpio gzip:gzip zstd:zstd \
-        mmdebstrap:- ; do
+        gcc:gcc mmdebstrap:- ; do
     if [ "${tool#*:}" != - ] && ! command -v "${tool%%:*}" >/dev/null; then
         missing="$missing ${tool#*:}"
     fi
@@ -157,6 +157,21 @@ if [ ! -d "$WHEELS" ]; then
     mv "$WHEELS.tmp" "$WHEELS"
 fi
 export DIB_BMC_AGENT_WHEELHOUSE=$WHEELS
+
+# --- bmc-noise, the cycle-level OS-noise probe, built on the host ----------
+# (Debian's gcc and glibc, as the image's; ipa_hardware_manager/native/.)
+NATIVE=$WORK/native-$HASH
+if [ ! -x "$NATIVE/bmc-noise" ]; then
+    if [ ! -e /usr/include/stdio.h ]; then
+        apt-get install -y --no-install-recommends libc6-dev >/dev/null
+    fi
+    rm -rf "$NATIVE.tmp"
+    mkdir -p "$NATIVE.tmp"
+    gcc -O2 -Wall -Wextra -Werror -o "$NATIVE.tmp/bmc-noise" \
+        "$ROOT/ipa_hardware_manager/native/bmc-noise.c" -lm
+    mv "$NATIVE.tmp" "$NATIVE"
+fi
+export DIB_BMC_AGENT_NATIVE=$NATIVE
 
 # --- the image -------------------------------------------------------------
 export ELEMENTS_PATH="$HERE${ELEMENTS_PATH:+:$ELEMENTS_PATH}"

@@ -36,7 +36,8 @@ from bmc_common import protocol
 FORMATS = ('png', 'svg')
 KIND_TIMELINE = 'timeline'
 KIND_POWER = 'power'
-KINDS = (KIND_TIMELINE, KIND_POWER)
+KIND_NOISE = 'noise'
+KINDS = (KIND_TIMELINE, KIND_POWER, KIND_NOISE)
 
 #: How the chart names the ``boot`` section's phases.
 BOOT_PHASE_NAMES = {
@@ -204,11 +205,16 @@ def power_curve(report, fmt='png'):
 
 
 def render(report, kind, fmt='png'):
-    """The chart ``kind`` (``timeline`` or ``power``) of a report."""
+    """The chart ``kind`` (``timeline``, ``power`` or ``noise``) of a
+    report."""
     if kind == KIND_TIMELINE:
         return stage_timeline(report, fmt)
     if kind == KIND_POWER:
         return power_curve(report, fmt)
+    if kind == KIND_NOISE:
+        # Its own module (it uses this one's figure and rendering).
+        from ironic_bmc_client import noise_chart
+        return noise_chart.render(report, fmt)
     raise ValueError('unknown chart %r; one of: %s'
                      % (kind, ', '.join(KINDS)))
 

@@ -20,14 +20,15 @@ else (an interrupt, a softirq, another task, a hypervisor exit).  Gaps
 above the threshold count as interruptions; the time lost is the sum of
 (gap - floor) over them.
 
-The clock is ``time.perf_counter_ns()`` (``CLOCK_MONOTONIC`` through the
-vDSO, itself read from the TSC on x86).  ``rdtsc`` is not reachable from
-Python, and a compiled helper is not allowed in the agent: the price is a
-floor of roughly 0.1-1 µs per iteration on hardware (more under emulation,
-e.g. QEMU TCG) instead of ~20 ns, so events shorter than about 1 µs are
-invisible and the default threshold is ``DEFAULT_THRESHOLD_US`` = 10 µs,
-ten times the worst floor seen on hardware.  Each result reports its
-floor and warns if the threshold is closer than 4x to it.
+Where the ramdisk has ``bmc-noise`` (:mod:`.noise_native`, x86-64), each
+CPU is measured by it, in cycles of the time-stamp counter.  This module's
+own loop is the fallback: its clock is ``time.perf_counter_ns()``
+(``CLOCK_MONOTONIC`` through the vDSO), whose floor is roughly 0.1-1 µs
+per iteration on hardware (more under emulation, e.g. QEMU TCG) instead
+of tens of cycles, so events shorter than about 1 µs are invisible and
+the default threshold is ``DEFAULT_THRESHOLD_US`` = 10 µs, ten times the
+worst floor seen on hardware.  Each result reports its floor and warns
+if the threshold is closer than 4x to it.
 
 Each CPU runs in its own interpreter (``python -m
 ipa_hardware_manager.noise --worker``), not in a thread: the agent's
@@ -44,6 +45,7 @@ import sys
 import time
 
 from bmc_common.tunables import schema
+from ipa_hardware_manager import noise_native
 
 DEFAULT_DURATION = 5.0
 MAX_DURATION = 30.0
@@ -181,30 +183,84 @@ def check_args(cpus, duration, threshold_us, online=None):
     return sorted(wanted), duration, threshold_us
 
 
-def probe(cpus=None, duration=DEFAULT_DURATION, threshold_us=None):
+def probe(cpus=None, duration=DEFAULT_DURATION, threshold_us=None,
+          threshold_cycles=None, native=None):
     """Measure OS noise on ``cpus`` (default: all online) in parallel.
+
+    With ``bmc-noise`` in the ramdisk (:mod:`.noise_native`; ``native``
+    overrides where it is looked for, ``False`` forces the Python probe)
+    each CPU is measured in cycles, events from ``threshold_cycles`` up;
+    the Python probe (events from ``threshold_us`` up) measures where it
+    cannot run, and CPUs it finds unusable.
 
     Returns ``{"cpus": [per-CPU reports], "overall": {...}, "method":
     ...}``; a CPU whose worker failed has an ``error`` instead.
     """
     cpus, duration, threshold_us = check_args(cpus, duration, threshold_us)
-    # The workers import this package: make sure they find this copy.
-    env = dict(os.environ)
-    env['PYTHONPATH'] = os.pathsep.join(
-        p for p in (_TOP, env.get('PYTHONPATH')) if p)
-    procs = {}
-    for cpu in cpus:
+    threshold_cycles = _check_cycles(threshold_cycles)
+    path = noise_native.binary() if native is None else native
+    deadline = time.monotonic() + duration + STARTUP_SLACK
+    procs = {cpu: _spawn(cpu, duration, threshold_us, threshold_cycles,
+                         path) for cpu in cpus}
+    reports, unusable = _collect(procs, deadline)
+    if unusable:
+        # No TSC, or not pinnable by bmc-noise: the Python probe.
+        again = {cpu: _spawn(cpu, duration, threshold_us, threshold_cycles,
+                             None) for cpu in unusable}
+        more, _none = _collect(again, time.monotonic() + duration
+                               + STARTUP_SLACK)
+        reports = sorted(reports + more, key=lambda r: r['cpu'])
+    methods = sorted({r.get('probe', PYTHON_PROBE) for r in reports
+                      if 'error' not in r})
+    return {'method': ', '.join(methods) or PYTHON_PROBE,
+            'threshold_us': threshold_us, 'duration_s': duration,
+            'threshold_cycles': threshold_cycles if path else None,
+            'cpus': reports, 'overall': overall(reports)}
+
+
+#: How each kind of worker says it measured.
+PYTHON_PROBE = ('python fixed-work loop, time.perf_counter_ns, one pinned '
+                'process per CPU')
+NATIVE_PROBE = ('bmc-noise: time-stamp counter loop (%s), one pinned '
+                'process per CPU')
+
+
+def _check_cycles(value):
+    try:
+        value = int(noise_native.DEFAULT_THRESHOLD_CYCLES if value is None
+                    else value)
+    except (TypeError, ValueError):
+        raise NoiseError('threshold_cycles must be a whole number of '
+                         'cycles, got %r' % (value,)) from None
+    if value < noise_native.MIN_THRESHOLD_CYCLES:
+        raise NoiseError('threshold_cycles must be at least %d, got %d'
+                         % (noise_native.MIN_THRESHOLD_CYCLES, value))
+    return value
+
+
+def _spawn(cpu, duration, threshold_us, threshold_cycles, path):
+    if path:
+        cmd = noise_native.command(path, cpu, duration, threshold_cycles)
+        env = None
+    else:
         cmd = [sys.executable, '-m', 'ipa_hardware_manager.noise',
                '--worker', '--cpu', str(cpu), '--duration', str(duration),
                '--threshold-us', str(threshold_us)]
-        # argv list, no shell: this agent's own noise worker.
-        procs[cpu] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,  # noqa: S603
-                                      stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True,
-                                      env=env)
-    deadline = time.monotonic() + duration + STARTUP_SLACK
-    reports = []
-    for cpu, proc in procs.items():
+        # The workers import this package: make sure they find this copy.
+        env = dict(os.environ)
+        env['PYTHONPATH'] = os.pathsep.join(
+            p for p in (_TOP, env.get('PYTHONPATH')) if p)
+    # argv list, no shell: this agent's own noise worker.
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,  # noqa: S603
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    return proc, bool(path)
+
+
+def _collect(procs, deadline):
+    """(reports, CPUs that bmc-noise found unusable)."""
+    reports, unusable = [], []
+    for cpu, (proc, native) in procs.items():
         try:
             out, err = proc.communicate(
                 timeout=max(1.0, deadline - time.monotonic()))
@@ -213,17 +269,22 @@ def probe(cpus=None, duration=DEFAULT_DURATION, threshold_us=None):
             proc.communicate()
             reports.append({'cpu': cpu, 'error': 'worker timed out'})
             continue
+        if native and proc.returncode == noise_native.EXIT_UNUSABLE:
+            unusable.append(cpu)
+            continue
         try:
             if proc.returncode != 0:
                 raise ValueError(err.strip()[-300:])
-            reports.append(json.loads(out))
-        except ValueError as exc:
+            if native:
+                report = noise_native.parse(out)
+                report['probe'] = NATIVE_PROBE % report['cycles']['counter']
+            else:
+                report = json.loads(out)
+            reports.append(report)
+        except (ValueError, KeyError, TypeError) as exc:
             reports.append({'cpu': cpu, 'error': 'worker failed (exit %s): '
                             '%s' % (proc.returncode, exc)})
-    return {'method': 'python fixed-work loop, time.perf_counter_ns, one '
-                      'pinned process per CPU',
-            'threshold_us': threshold_us, 'duration_s': duration,
-            'cpus': reports, 'overall': overall(reports)}
+    return reports, unusable
 
 
 def overall(reports):

@@ -101,9 +101,17 @@ class Runtime:
             os.unlink(self.pid_file)
         # env --default-signal: the workload starts with every signal at
         # its default, whatever the agent ignores (a StopSignal ignored
-        # at the start cannot be trapped).  --no-pivot: the agent's root
-        # is the initramfs, which pivot_root cannot leave.
-        return ['env', '--default-signal'] + self._cmd(
+        # at the start cannot be trapped).  choom: the runtime and the
+        # container start at the workload's oom_score_adj, not at the
+        # agent's (crun 1.8 does not apply the spec's oomScoreAdj 0
+        # over an inherited -900: seen on the lab's nodes).
+        # --no-pivot: the agent's root is the initramfs, which
+        # pivot_root cannot leave.
+        oom = spec.get('process', {}).get('oomScoreAdj')
+        prefix = []
+        if oom is not None and shutil.which('choom'):
+            prefix = ['choom', '-n', str(oom), '--']
+        return prefix + ['env', '--default-signal'] + self._cmd(
             'run', '--no-pivot', '--bundle', bundle, '--pid-file',
             self.pid_file, CONTAINER_ID)
 

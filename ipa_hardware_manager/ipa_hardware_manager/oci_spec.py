@@ -280,9 +280,10 @@ def _mounts(privileged, hugepages):
                          'mode=0620']}]
     mounts += [
         # No size: MPI's shared-memory transport may use it all.
+        # Otherwise Docker's options (noexec too).
         # the container's own fresh tmpfs at /dev/shm.
         {'destination': '/dev/shm', 'type': 'tmpfs', 'source': 'shm',  # noqa: S108
-         'options': ['nosuid', 'nodev', 'mode=1777']},
+         'options': ['nosuid', 'noexec', 'nodev', 'mode=1777']},
         {'destination': '/dev/mqueue', 'type': 'mqueue', 'source': 'mqueue',
          'options': list(nsd)},
     ]

@@ -25,6 +25,7 @@ from oslo_utils import strutils
 
 from ipa_hardware_manager import nodeos
 from ipa_hardware_manager import noise
+from ipa_hardware_manager import noise_native
 from ipa_hardware_manager import tunables as applier
 from ipa_hardware_manager import tunables_base
 from ipa_hardware_manager import workload
@@ -55,8 +56,12 @@ NOISE_PROBE_ARGSINFO = {
                  % (noise.MAX_DURATION, noise.DEFAULT_DURATION),
                  'required': False},
     'threshold_us': {'description': 'gap in µs that counts as an '
-                     'interruption (default %g)'
+                     'interruption for the Python probe (default %g)'
                      % noise.DEFAULT_THRESHOLD_US, 'required': False},
+    'threshold_cycles': {'description': 'delta in cycles that counts as an '
+                         'event for bmc-noise (default %d)'
+                         % noise_native.DEFAULT_THRESHOLD_CYCLES,
+                         'required': False},
 }
 
 
@@ -96,11 +101,12 @@ def bmc_apply_tunables(node, ports, tunables=None, strict=False, root='/'):
 
 
 def bmc_noise_probe(node, ports, cpus=None, duration=None,
-                    threshold_us=None):
+                    threshold_us=None, threshold_cycles=None):
     """Run the OS-noise probe; ``{"noise": {...}}``."""
     started = time.time()
     try:
-        result = noise.probe(cpus, duration, threshold_us)
+        result = noise.probe(cpus, duration, threshold_us,
+                             threshold_cycles=threshold_cycles)
     except noise.NoiseError as exc:
         raise _error(STEP_NOISE_PROBE, exc) from exc
     except OSError as exc:

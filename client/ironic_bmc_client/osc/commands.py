@@ -188,7 +188,8 @@ class RunResults(command.Lister):
 
 
 class RunChart(command.Command):
-    """Draw a container run's stage timeline or BMC power curve."""
+    """Draw a container run's stage timeline, BMC power curve or OS-noise
+    histogram."""
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -198,7 +199,9 @@ class RunChart(command.Command):
                             help='timeline: the stages of the run (and '
                                  'where agent-up went); power: the BMC\'s '
                                  'power readings with the workload\'s '
-                                 'window and energy (default: timeline)')
+                                 'window and energy; noise: the delays '
+                                 'the cycle-level noise probe saw, per '
+                                 'probe and CPU (default: timeline)')
         parser.add_argument('--format', dest='chart_format',
                             choices=charts.FORMATS, default='png',
                             help='Image format (default: png)')

@@ -112,54 +112,64 @@ class RunContainer(command.ShowOne):
         return view.report_rows(self._wait(node, previous, parsed_args))
 
     def _wait(self, node, previous, parsed_args):
-        baremetal = self.app.client_manager.baremetal
-        deadline = time.monotonic() + parsed_args.timeout
-        while True:
-            state = baremetal.node.get(
-                node.uuid, fields=['provision_state', 'last_error'])
-            if state.provision_state in FAILED_STATES:
-                raise exceptions.CommandError(
-                    'deploy of %s failed (%s): %s'
-                    % (node.name or node.uuid, state.provision_state,
-                       state.last_error))
-            report = self._newest(node.uuid)
-            if report and report.get('deploy_id') == (previous or {}).get(
-                    'deploy_id'):
-                report = None   # the node's last run, not this one yet
-            if report and _ready(report):
-                return report
-            if time.monotonic() > deadline:
-                raise exceptions.CommandError(
-                    'the run on %s did not end or start within %ds: '
-                    'provision state %s, run %s'
-                    % (node.name or node.uuid, parsed_args.timeout,
-                       state.provision_state,
-                       (report or {}).get('state', 'not recorded yet')))
-            time.sleep(parsed_args.interval)
+        return wait_for_run(self.app, node, previous, parsed_args.timeout,
+                            parsed_args.interval)
 
     def _newest(self, node_uuid):
-        """The node's newest run report, or None."""
-        try:
-            found = self.app.client_manager.baremetal_container.list(
-                node=node_uuid, limit=1)
-            if not found:
-                return None
-            return self.app.client_manager.baremetal_container.get(
-                found[0]['deploy_id'])
-        except ks_exc.EndpointNotFound:
-            return self._passthru_report(node_uuid)
-        except runs.NotFound:
-            return None
-        except runs.RunsError as exc:
-            raise exceptions.CommandError(str(exc))
+        return newest_report(self.app, node_uuid)
 
-    def _passthru_report(self, node_uuid):
-        try:
-            report = self.app.client_manager.baremetal.node.vendor_passthru(
-                node_uuid, 'run_report', http_method='GET')
-        except ironic_exc.NotFound:
+
+def wait_for_run(app, node, previous, timeout, interval):
+    """The report of the node's run newer than ``previous`` once it is
+    ready (a job ended, a service running).
+
+    :raises CommandError: the deploy failed, or ``timeout`` passed.
+    """
+    baremetal = app.client_manager.baremetal
+    deadline = time.monotonic() + timeout
+    while True:
+        state = baremetal.node.get(
+            node.uuid, fields=['provision_state', 'last_error'])
+        if state.provision_state in FAILED_STATES:
+            raise exceptions.CommandError(
+                'deploy of %s failed (%s): %s'
+                % (node.name or node.uuid, state.provision_state,
+                   state.last_error))
+        report = newest_report(app, node.uuid)
+        if report and report.get('deploy_id') == (previous or {}).get(
+                'deploy_id'):
+            report = None   # the node's last run, not this one yet
+        if report and _ready(report):
+            return report
+        if time.monotonic() > deadline:
+            raise exceptions.CommandError(
+                'the run on %s did not end or start within %ds: '
+                'provision state %s, run %s'
+                % (node.name or node.uuid, timeout, state.provision_state,
+                   (report or {}).get('state', 'not recorded yet')))
+        time.sleep(interval)
+
+
+def newest_report(app, node_uuid):
+    """The node's newest run report, or None."""
+    try:
+        found = app.client_manager.baremetal_container.list(
+            node=node_uuid, limit=1)
+        if not found:
             return None
-        return report.to_dict() if hasattr(report, 'to_dict') else report
+        return app.client_manager.baremetal_container.get(
+            found[0]['deploy_id'])
+    except ks_exc.EndpointNotFound:
+        return _passthru_report(app, node_uuid)
+
+
+def _passthru_report(app, node_uuid):
+    try:
+        report = app.client_manager.baremetal.node.vendor_passthru(
+            node_uuid, 'run_report', http_method='GET')
+    except ironic_exc.NotFound:
+        return None
+    return report.to_dict() if hasattr(report, 'to_dict') else report
 
 
 def _ready(report):

@@ -160,3 +160,40 @@ def test_every_boot_phase_has_a_name():
         protocol.BOOT_PHASE_KEXEC} == set(charts.BOOT_PHASE_NAMES)
     assert charts.BOOT_PHASES[0][:2] == (protocol.BOOT_PHASE_KEXEC,
                                          'power_on')
+
+
+def _noise_report():
+    def cpu(n, scale):
+        return {'cpu': n, 'interruptions': 3, 'interruptions_per_s': 3.0,
+                'lost_share': 0.0004 * scale,
+                'cycles': {'counter': 'rdtscp', 'tsc_hz': 2.1e9,
+                           'floor': 36, 'mean': 900.0 * scale,
+                           'ci90': [200.0, 1600.0 * scale],
+                           'histogram': [[128, 40 * scale], [256, 12],
+                                         [4096, 3], [65536, scale]]}}
+    # As the conductor keeps the step's result: {"noise": {...}}.
+    return fixtures.report(noise={
+        'before-tunables': {'noise': {'cpus': [cpu(0, 3), cpu(1, 2)]}},
+        'after-tunables': {'cpus': [cpu(1, 1)]}})
+
+
+def test_noise_histogram():
+    from ironic_bmc_client import noise_chart
+    report = _noise_report()
+    assert [label for label, _c in noise_chart.series(report)] == [
+        'after-tunables, CPU 1', 'before-tunables, CPU 0',
+        'before-tunables, CPU 1']
+    svg = charts.render(report, 'noise', 'svg')
+    assert b'before-tunables, CPU 0' in svg
+    assert svg == charts.render(report, 'noise', 'svg')
+    assert charts.render(report, 'noise', 'png').startswith(b'\x89PNG')
+
+
+def test_noise_histogram_needs_the_cycle_level_probe():
+    report = fixtures.report(noise={'before-tunables': {'cpus': [
+        {'cpu': 0, 'interruptions': 2, 'median_us': 12.0}]}})
+    with pytest.raises(charts.ChartUnavailable,
+                       match='no cycle-level noise probe'):
+        charts.render(report, 'noise')
+    with pytest.raises(charts.ChartUnavailable):
+        charts.render(fixtures.report(), 'noise')

@@ -49,4 +49,4 @@ def test_entry_points_load():
         group='openstack.baremetal_container.v1')}
     assert sorted(commands) == [
         'baremetal_container_%s' % name for name in
-        ('chart', 'list', 'logs', 'results', 'run', 'show')]
+        ('chart', 'list', 'logs', 'results', 'run', 'show', 'sweep')]

@@ -10,3 +10,6 @@ export DIB_BMC_AGENT_COMPRESS=${DIB_BMC_AGENT_COMPRESS:-zstd -q -T0 -10}
 # A directory of wheels (IPA, its dependencies and this project); when
 # empty, pip inside the image downloads from the package index.
 export DIB_BMC_AGENT_WHEELHOUSE=${DIB_BMC_AGENT_WHEELHOUSE:-}
+# A directory of native helpers built on the host (bmc-noise); when empty,
+# the agent's OS-noise probe is its Python fallback.
+export DIB_BMC_AGENT_NATIVE=${DIB_BMC_AGENT_NATIVE:-}

@@ -156,3 +156,39 @@ class ProtectAgentTest(unittest.TestCase):
 
     def test_failure_is_only_a_warning(self):
         self.assertFalse(oci_runtime.protect_agent('/nonexistent-proc'))
+
+
+class RuntimeOomTest(unittest.TestCase):
+    """The runtime and the container start at the workload's
+    oom_score_adj, not at the agent's."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.runtime = oci_runtime.Runtime(self.tmp.name)
+        self.runtime.call = mock.Mock(return_value=(True, ''))
+
+    def test_choom_prefix(self):
+        with mock.patch.object(oci_runtime.shutil, 'which', autospec=True,
+                               return_value='/usr/bin/choom'):
+            cmd = self.runtime.prepare({'process': {'oomScoreAdj': 0}})
+        self.assertEqual(['choom', '-n', '0', '--', 'env',
+                          '--default-signal', 'crun'], cmd[:7])
+
+    def test_without_choom(self):
+        with mock.patch.object(oci_runtime.shutil, 'which', autospec=True,
+                               return_value=None):
+            cmd = self.runtime.prepare({'process': {'oomScoreAdj': 0}})
+        self.assertEqual(['env', '--default-signal', 'crun'], cmd[:3])
+
+    def test_real_choom_sets_the_child(self):
+        if not oci_runtime.shutil.which('choom'):
+            self.skipTest('no choom (util-linux) here')
+        with open('/proc/self/oom_score_adj') as f:
+            own = f.read().strip()
+        done = subprocess.run(
+            ['choom', '-n', '500', '--', 'cat', '/proc/self/oom_score_adj'],
+            capture_output=True, text=True, check=True)
+        self.assertEqual('500', done.stdout.strip())
+        with open('/proc/self/oom_score_adj') as f:
+            self.assertEqual(own, f.read().strip())

@@ -11,11 +11,32 @@
 # under the License.
 
 import os
+import platform
+import shutil
+import subprocess
 
 import pytest
 
 from ipa_hardware_manager import noise
+from ipa_hardware_manager import noise_native
 from ipa_hardware_manager import steps_tunables
+
+SOURCE = os.path.join(os.path.dirname(__file__), '..', '..', 'native',
+                      'bmc-noise.c')
+
+
+@pytest.fixture(scope='module')
+def bmc_noise(tmp_path_factory):
+    """bmc-noise built from its source, as the element builds it."""
+    if platform.machine() != 'x86_64':
+        pytest.skip('bmc-noise is x86-64 only')
+    gcc = shutil.which('gcc')
+    if gcc is None:
+        pytest.skip('no gcc to build bmc-noise')
+    path = str(tmp_path_factory.mktemp('native') / 'bmc-noise')
+    subprocess.run([gcc, '-O2', '-Wall', '-Wextra', '-Werror', '-o', path,
+                    SOURCE, '-lm'], check=True)
+    return path
 
 
 def fake_clock(gaps, start=1000):
@@ -84,7 +105,8 @@ def test_overall():
 
 def test_probe_real_pinned_worker():
     cpu = min(os.sched_getaffinity(0))
-    result = noise.probe([cpu], 0.2, 50)
+    result = noise.probe([cpu], 0.2, 50, native=False)
+    assert result['method'] == noise.PYTHON_PROBE
     (report,) = result['cpus']
     assert 'error' not in report, report
     assert report['cpu'] == cpu
@@ -99,3 +121,97 @@ def test_step_noise_probe_bad_args():
     with pytest.raises(errors.DeploymentError,
                        match='bmc_noise_probe: duration must be'):
         steps_tunables.bmc_noise_probe({}, [], duration=100)
+
+
+def test_native_probe_in_cycles(bmc_noise):
+    cpu = min(os.sched_getaffinity(0))
+    result = noise.probe([cpu], 0.3, threshold_cycles=150, native=bmc_noise)
+    (report,) = result['cpus']
+    assert 'error' not in report, report
+    assert result['method'].startswith('bmc-noise: time-stamp counter')
+    assert result['threshold_cycles'] == 150
+    cycles = report['cycles']
+    assert cycles['counter'] in ('rdtscp', 'lfence-rdtsc')
+    assert cycles['tsc_hz'] > 1e8
+    # The floor of a counter loop: far below the thesis's first edge on
+    # hardware, below a microsecond even under emulation.
+    assert 0 < cycles['floor'] < cycles['tsc_hz'] / 1e6
+    assert set(cycles['buckets']) == {'150-400', '400-2000', '2000-6000',
+                                      '>6000'}
+    assert sum(cycles['buckets'].values()) == report['interruptions']
+    assert sum(n for _lo, n in cycles['histogram']) == (
+        report['interruptions'])
+    if report['interruptions'] > 1:
+        low, high = cycles['ci90']
+        assert low <= cycles['mean'] <= high
+    assert report['samples'] > 10000
+    assert 0.25 <= report['duration_s'] < 2
+    assert report['floor_ns'] < 1000
+    assert result['overall']['cpus'] == 1
+
+
+@pytest.mark.parametrize('args', [
+    [], ['--cpu'], ['--cpu', 'x'], ['--cpu', '0', '--duration', '0'],
+    ['--cpu', '0', '--duration', '31'], ['--cpu', '0', '--bogus', '1'],
+    ['--cpu', '0', '--threshold-cycles', '0']])
+def test_native_probe_refuses_bad_arguments(bmc_noise, args):
+    done = subprocess.run([bmc_noise] + args, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 2 and done.stdout == ''
+
+
+def test_native_unusable_cpu_falls_back_to_python(tmp_path):
+    fake = tmp_path / 'bmc-noise'
+    fake.write_text('#!/bin/sh\necho "this CPU has no TSC" >&2\nexit 3\n')
+    fake.chmod(0o755)
+    cpu = min(os.sched_getaffinity(0))
+    result = noise.probe([cpu], 0.2, 50, native=str(fake))
+    (report,) = result['cpus']
+    assert 'error' not in report, report
+    assert 'cycles' not in report
+    assert result['method'] == noise.PYTHON_PROBE
+
+
+def test_native_failure_is_the_cpus_error(tmp_path):
+    fake = tmp_path / 'bmc-noise'
+    fake.write_text('#!/bin/sh\necho "boom" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    result = noise.probe([min(os.sched_getaffinity(0))], 0.2,
+                         native=str(fake))
+    assert 'worker failed (exit 1): boom' in result['cpus'][0]['error']
+
+
+def test_convert_to_microseconds():
+    report = noise_native.convert({
+        'cpu': 1, 'method': 'rdtscp', 'tsc_hz': 2e9, 'duration_s': 1.0,
+        'samples': 10, 'floor_cycles': 40, 'threshold_cycles': 150,
+        'events': 3, 'events_per_s': 3.0, 'lost_share': 0.001,
+        'largest_cycles': 20000, 'median_cycles': 300, 'p99_cycles': 20000,
+        'mean_cycles': 6866.7, 'stddev_cycles': 11373.0,
+        'ci90_cycles': [-3934.0, 17667.4],
+        'buckets': {'150-400': 2, '400-2000': 0, '2000-6000': 0,
+                    '>6000': 1}, 'histogram': [[256, 2], [16384, 1]]})
+    assert report['floor_ns'] == 20
+    assert report['threshold_us'] == 0.075
+    assert report['largest_us'] == 10.0
+    assert report['interruptions'] == 3
+    assert report['cycles']['histogram'] == [[256, 2], [16384, 1]]
+    assert 'warning' not in report
+
+
+def test_convert_warns_when_the_floor_is_near_the_threshold():
+    raw = {'cpu': 0, 'method': 'lfence-rdtsc', 'tsc_hz': 2.1e9,
+           'duration_s': 2.0, 'samples': 10, 'floor_cycles': 248,
+           'threshold_cycles': 150, 'events': 10, 'events_per_s': 5.0,
+           'lost_share': 0.39, 'largest_cycles': 29834296,
+           'median_cycles': 404, 'p99_cycles': 510, 'mean_cycles': 406.4,
+           'stddev_cycles': 27169.3, 'ci90_cycles': [392.5, 420.4],
+           'buckets': {}, 'histogram': [[256, 10]]}
+    assert 'loop floor (248 cycles)' in noise_native.convert(raw)['warning']
+
+
+def test_step_threshold_cycles_checked():
+    from ironic_python_agent import errors
+    with pytest.raises(errors.DeploymentError,
+                       match='threshold_cycles must be at least 1'):
+        steps_tunables.bmc_noise_probe({}, [], threshold_cycles=0)

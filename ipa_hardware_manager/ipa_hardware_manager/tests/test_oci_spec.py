@@ -142,6 +142,9 @@ class PrivilegedSpecTest(Base):
         self.assertIn('rbind', mounts['/sys']['options'])
         self.assertIn('rw', mounts['/sys']['options'])
         self.assertEqual('mqueue', mounts['/dev/mqueue']['type'])
+        # Docker's /dev/shm options, without its 64 MiB size.
+        self.assertEqual(['nosuid', 'noexec', 'nodev', 'mode=1777'],
+                         mounts['/dev/shm']['options'])
 
     def test_hugetlbfs_when_hugepages_are_set(self):
         mounts = {m['destination']: m

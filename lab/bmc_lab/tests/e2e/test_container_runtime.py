@@ -27,7 +27,8 @@
   chroot, a new user namespace and mount are refused to it;
 * a job with the ``low-noise`` profile on the NodeOS partitions: the
   services on CPU 0, the workload's cgroup owning CPU 1, as the agent
-  read them back and as the workload itself sees them.
+  read them back and as the workload itself sees them; the cycle-level
+  noise probe (``bmc-noise``) before and after the profile, on each CPU.
 
 The node has two vCPUs, so that the partitions have a CPU each.
 
@@ -57,6 +58,7 @@ from bmc_lab.fidelity import images as fidelity_images
 from bmc_lab.fidelity import views as fidelity
 from bmc_lab import logcursor
 from bmc_lab import nodes
+from ironic_bmc_client import charts
 
 INSIDE = b"""#!/bin/sh
 echo "pid=$$"
@@ -281,7 +283,7 @@ def low_noise_run(lab):
     image = fidelity_images.push(lab, PARTITIONS_JOB,
                                  repo='bmc/runtime-partitions')
     container_job.deploy(lab, image, extra={
-        protocol.II_TUNABLES: 'low-noise'})
+        protocol.II_TUNABLES: 'low-noise', protocol.II_NOISE_PROBE: 1})
     report = container_job.wait_report(lab)
     container_job.undeploy(lab)
     return report
@@ -290,6 +292,19 @@ def low_noise_run(lab):
 def test_low_noise_job_on_the_nodeos_partitions(lab, low_noise_run):
     report = low_noise_run
     assert report['workload_exit_code'] == 0, report['output_tail']
+    # The cycle-level noise probe of the ramdisk measured both CPUs
+    # before and after the profile: its buckets and histogram are in the
+    # report, and the chart draws them.
+    for label in ('before-tunables', 'after-tunables'):
+        noise = report['noise'][label]['noise']
+        assert noise['method'].startswith('bmc-noise'), noise
+        assert [c['cpu'] for c in noise['cpus']] == [0, 1], noise
+        for cpu in noise['cpus']:
+            cycles = cpu['cycles']
+            assert cycles['tsc_hz'] > 1e8, cpu
+            assert sum(n for _lo, n in cycles['histogram']) == (
+                cpu['interruptions']), cpu
+    assert charts.render(report, charts.KIND_NOISE).startswith(b'\x89PNG')
     hk = report['tunables']['housekeeping_cpus']
     wl = report['tunables']['workload_cpus']
     # The services: every systemd unit of the node on CPU 0, read back
