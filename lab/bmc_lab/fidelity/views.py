@@ -255,18 +255,9 @@ INTENDED_DIFFERENCES = (
 #: Fields where the node still differs from Docker without meaning to:
 #: (field, what the node gives, why it is not fixed yet).  A test fails
 #: when one of them is gone (then it is removed here), as when a new one
-#: appears.  Both were found by this harness's first run on a node.
-KNOWN_DIVERGENCES = (
-    ('mount:/dev/shm', 'rw,nosuid,nodev',
-     'the agent\'s /dev/shm has no noexec, which Docker\'s has '
-     '(nosuid,nodev,noexec): oci_spec mounts it nosuid,nodev,mode=1777; '
-     'only its size is meant to differ'),
-    ('oom_score_adj', '-900',
-     'the workload has the agent\'s own -900 (protect_agent), inherited '
-     'through crun, although the spec says oomScoreAdj 0 (crun\'s write '
-     'of it does not reach the container\'s process): under memory '
-     'pressure the kernel spares the workload as it spares the agent'),
-)
+#: appears.  (The first run on a node found two, fixed since: /dev/shm
+#: without noexec, and the workload at the agent's oom_score_adj.)
+KNOWN_DIVERGENCES = ()
 
 
 def expected_view(case, node, intended=INTENDED_DIFFERENCES):
