@@ -130,8 +130,17 @@ def summarise(cpu, raw, threshold_ns):
     return report
 
 
-def worker(cpu, duration_s, threshold_us):
-    """Pin to ``cpu``, measure, return the per-CPU report."""
+def join_cgroup(path):
+    """Move this process into the cgroup v2 directory ``path``."""
+    with open(os.path.join(path, 'cgroup.procs'), 'w') as f:
+        f.write('%d\n' % os.getpid())
+
+
+def worker(cpu, duration_s, threshold_us, cgroup=None):
+    """Pin to ``cpu`` (from ``cgroup`` when given), measure, return the
+    per-CPU report."""
+    if cgroup:
+        join_cgroup(cgroup)
     os.sched_setaffinity(0, {cpu})
     if os.sched_getaffinity(0) != {cpu}:
         raise OSError('could not pin to CPU %d' % cpu)
@@ -184,14 +193,16 @@ def check_args(cpus, duration, threshold_us, online=None):
 
 
 def probe(cpus=None, duration=DEFAULT_DURATION, threshold_us=None,
-          threshold_cycles=None, native=None):
+          threshold_cycles=None, native=None, cgroups=None):
     """Measure OS noise on ``cpus`` (default: all online) in parallel.
 
     With ``bmc-noise`` in the ramdisk (:mod:`.noise_native`; ``native``
     overrides where it is looked for, ``False`` forces the Python probe)
     each CPU is measured in cycles, events from ``threshold_cycles`` up;
     the Python probe (events from ``threshold_us`` up) measures where it
-    cannot run, and CPUs it finds unusable.
+    cannot run, and CPUs it finds unusable.  ``cgroups`` maps a CPU to the
+    cgroup its worker runs in: the workload's partition owns CPUs that the
+    agent's own cgroup may not use.
 
     Returns ``{"cpus": [per-CPU reports], "overall": {...}, "method":
     ...}``; a CPU whose worker failed has an ``error`` instead.
@@ -200,13 +211,14 @@ def probe(cpus=None, duration=DEFAULT_DURATION, threshold_us=None,
     threshold_cycles = _check_cycles(threshold_cycles)
     path = noise_native.binary() if native is None else native
     deadline = time.monotonic() + duration + STARTUP_SLACK
+    cgroups = cgroups or {}
     procs = {cpu: _spawn(cpu, duration, threshold_us, threshold_cycles,
-                         path) for cpu in cpus}
+                         path, cgroups.get(cpu)) for cpu in cpus}
     reports, unusable = _collect(procs, deadline)
     if unusable:
         # No TSC, or not pinnable by bmc-noise: the Python probe.
         again = {cpu: _spawn(cpu, duration, threshold_us, threshold_cycles,
-                             None) for cpu in unusable}
+                             None, cgroups.get(cpu)) for cpu in unusable}
         more, _none = _collect(again, time.monotonic() + duration
                                + STARTUP_SLACK)
         reports = sorted(reports + more, key=lambda r: r['cpu'])
@@ -238,7 +250,8 @@ def _check_cycles(value):
     return value
 
 
-def _spawn(cpu, duration, threshold_us, threshold_cycles, path):
+def _spawn(cpu, duration, threshold_us, threshold_cycles, path,
+           cgroup=None):
     if path:
         cmd = noise_native.command(path, cpu, duration, threshold_cycles)
         env = None
@@ -250,6 +263,8 @@ def _spawn(cpu, duration, threshold_us, threshold_cycles, path):
         env = dict(os.environ)
         env['PYTHONPATH'] = os.pathsep.join(
             p for p in (_TOP, env.get('PYTHONPATH')) if p)
+    if cgroup:
+        cmd += ['--cgroup', cgroup]
     # argv list, no shell: this agent's own noise worker.
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,  # noqa: S603
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -309,12 +324,13 @@ def main(argv=None):
     parser.add_argument('--cpu', type=int)
     parser.add_argument('--cpus')
     parser.add_argument('--duration', type=float, default=DEFAULT_DURATION)
+    parser.add_argument('--cgroup')
     parser.add_argument('--threshold-us', type=float,
                         default=DEFAULT_THRESHOLD_US)
     args = parser.parse_args(argv)
     if args.worker:
         report = worker(args.cpu, min(args.duration, MAX_DURATION),
-                        args.threshold_us)
+                        args.threshold_us, args.cgroup)
     else:
         report = probe(args.cpus, args.duration, args.threshold_us)
     json.dump(report, sys.stdout)

@@ -17,6 +17,7 @@ step's ``node`` and ``ports`` and its arguments, and raise
 ``errors.DeploymentError`` with a message naming the step.
 """
 
+import os
 import time
 
 from ironic_python_agent import errors
@@ -106,7 +107,8 @@ def bmc_noise_probe(node, ports, cpus=None, duration=None,
     started = time.time()
     try:
         result = noise.probe(cpus, duration, threshold_us,
-                             threshold_cycles=threshold_cycles)
+                             threshold_cycles=threshold_cycles,
+                             cgroups=workload_partition_cgroups())
     except noise.NoiseError as exc:
         raise _error(STEP_NOISE_PROBE, exc) from exc
     except OSError as exc:
@@ -115,6 +117,18 @@ def bmc_noise_probe(node, ports, cpus=None, duration=None,
     result['started'] = round(started, 3)
     result['ended'] = round(time.time(), 3)
     return {'noise': result}
+
+
+def workload_partition_cgroups(root='/'):
+    """{CPU: cgroup directory} for the CPUs of the workload's partition
+    (the ``low-noise`` profile confines the agent to the housekeeping
+    CPUs: a probe of a workload CPU runs from the workload's cgroup)."""
+    cpus = applier.workload_cpus()
+    path = os.path.join(root, nodeos.CGROUP_FS, nodeos.WORKLOAD_CGROUP)
+    if not cpus or not os.path.isdir(path):
+        return {}
+    own = os.sched_getaffinity(0)
+    return {cpu: path for cpu in cpus if cpu not in own}
 
 
 def partitions_at_start(container_pid, state_dir=None):

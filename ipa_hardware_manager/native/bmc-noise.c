@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <x86intrin.h>
 
 #define MAX_KEPT 100000
@@ -142,7 +143,22 @@ static void account(struct stats *s, uint64_t delta, uint64_t threshold)
 static void usage(const char *name)
 {
     fprintf(stderr, "usage: %s --cpu N [--duration SECONDS] "
-            "[--threshold-cycles N]\n", name);
+            "[--threshold-cycles N] [--cgroup DIR]\n", name);
+}
+
+/* Move this process into the cgroup v2 directory DIR (the workload's
+ * partition owns CPUs the agent's own cgroup may not use). */
+static int join_cgroup(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/cgroup.procs", dir)
+            >= (int)sizeof(path))
+        return -1;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    int ok = fprintf(f, "%d\n", (int)getpid()) > 0;
+    return (fclose(f) == 0 && ok) ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -150,6 +166,7 @@ int main(int argc, char **argv)
     long cpu = -1;
     double duration = 5.0;
     uint64_t threshold = 150;
+    const char *cgroup = NULL;
 
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
@@ -164,7 +181,10 @@ int main(int argc, char **argv)
             duration = strtod(argv[++i], &end);
         else if (!strcmp(argv[i], "--threshold-cycles"))
             threshold = strtoull(argv[++i], &end, 10);
-        else {
+        else if (!strcmp(argv[i], "--cgroup")) {
+            cgroup = argv[++i];
+            continue;
+        } else {
             usage(argv[0]);
             return 2;
         }
@@ -181,6 +201,11 @@ int main(int argc, char **argv)
     if (!has_tsc()) {
         fprintf(stderr, "this CPU has no time-stamp counter\n");
         return 3;
+    }
+    if (cgroup && join_cgroup(cgroup)) {
+        fprintf(stderr, "cannot join the cgroup %s: %s\n", cgroup,
+                strerror(errno));
+        return 1;
     }
     cpu_set_t set;
     CPU_ZERO(&set);

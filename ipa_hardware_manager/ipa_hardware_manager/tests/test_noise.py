@@ -215,3 +215,40 @@ def test_step_threshold_cycles_checked():
     with pytest.raises(errors.DeploymentError,
                        match='threshold_cycles must be at least 1'):
         steps_tunables.bmc_noise_probe({}, [], threshold_cycles=0)
+
+
+def test_native_probe_joins_the_cgroup_given(bmc_noise, tmp_path):
+    """A workload CPU is probed from the workload's cgroup: bmc-noise
+    writes its pid into cgroup.procs before pinning."""
+    (tmp_path / 'cgroup.procs').write_text('')
+    cpu = min(os.sched_getaffinity(0))
+    result = noise.probe([cpu], 0.1, native=bmc_noise,
+                         cgroups={cpu: str(tmp_path)})
+    assert 'error' not in result['cpus'][0], result
+    assert (tmp_path / 'cgroup.procs').read_text().strip().isdigit()
+    result = noise.probe([cpu], 0.1, native=bmc_noise,
+                         cgroups={cpu: str(tmp_path / 'missing')})
+    assert 'cannot join the cgroup' in result['cpus'][0]['error']
+
+
+def test_python_worker_joins_the_cgroup_given(tmp_path):
+    (tmp_path / 'cgroup.procs').write_text('')
+    cpu = min(os.sched_getaffinity(0))
+    result = noise.probe([cpu], 0.1, 50, native=False,
+                         cgroups={cpu: str(tmp_path)})
+    assert 'error' not in result['cpus'][0], result
+    assert (tmp_path / 'cgroup.procs').read_text().strip().isdigit()
+
+
+def test_workload_partition_cgroups(tmp_path, monkeypatch):
+    group = tmp_path / 'sys/fs/cgroup/bmc-workload'
+    group.mkdir(parents=True)
+    own = os.sched_getaffinity(0)
+    outside = max(own) + 1
+    monkeypatch.setattr(steps_tunables.applier, 'workload_cpus',
+                        lambda: {min(own), outside})
+    assert steps_tunables.workload_partition_cgroups(str(tmp_path)) == {
+        outside: str(group)}
+    monkeypatch.setattr(steps_tunables.applier, 'workload_cpus',
+                        lambda: None)
+    assert steps_tunables.workload_partition_cgroups(str(tmp_path)) == {}
