@@ -220,9 +220,11 @@ def resolve_user(root, user):
                                 % group)
     additional = []
     if entry is not None and not group:
+        # Every group /etc/group lists the user in, its primary one too
+        # (as runc: an image made with "adduser -G" lists it).
         for row in groups:
             if (len(row) >= 4 and entry[0] in row[3].split(',')
-                    and row[2].isdigit() and int(row[2]) != gid
+                    and row[2].isdigit()
                     and int(row[2]) not in additional):
                 additional.append(int(row[2]))
     return uid, gid, additional, home
@@ -346,7 +348,7 @@ def build(root, command, env=None, workdir=None, user=None,
     """
     cwd = workdir or '/'
     if not os.path.isdir(resolve_in_root(root, cwd)):
-        raise SpecError('workdir %s does not exist in the image' % cwd)
+        raise SpecError('workdir %s is not a directory in the image' % cwd)
     uid, gid, additional, home = resolve_user(root, user)
     try:
         limits = oci.parse_rlimits(rlimits)
@@ -394,6 +396,22 @@ def build(root, command, env=None, workdir=None, user=None,
     if annotations:
         spec['annotations'] = {str(k): str(v) for k, v in annotations.items()}
     return spec
+
+
+def make_workdir(root, workdir):
+    """Create the working directory where the image has none, as runc
+    and Docker do (0755, root's), inside the root.
+
+    :raises SpecError: a part of it is a file of the image.
+    """
+    path = resolve_in_root(root, workdir or '/')
+    if os.path.lexists(path) or os.path.realpath(root) == '/':
+        return      # (never on the node's own root)
+    try:
+        os.makedirs(path, 0o755)
+    except OSError as exc:
+        raise SpecError('cannot create the workdir %s in the image: %s'
+                        % (workdir, exc.strerror or exc)) from None
 
 
 def hostname_of(privileged, node_hostname=None):

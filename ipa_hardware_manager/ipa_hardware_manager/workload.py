@@ -204,6 +204,7 @@ class Supervisor(workload_stop.StopMixin):
         cpus = tunables.workload_cpus()
         hostname = oci_spec.hostname_of(privileged)
         try:
+            oci_spec.make_workdir(root, workdir)
             spec = oci_spec.build(
                 root, command, env=env, workdir=workdir, user=user,
                 privileged=privileged, rlimits=rlimits, cpus=cpus,

@@ -247,6 +247,16 @@ class UserTest(Base):
         self.assertEqual((999, 998, [4, 44], '/data'),
                          oci_spec.resolve_user(self.root, 999))
 
+    def test_primary_group_listed_as_a_member_stays(self):
+        # As runc: an image made with "adduser -G" lists the user in its
+        # own primary group.
+        with open(os.path.join(self.root, 'etc', 'group'), 'a') as f:
+            f.write('app:x:1000:app\nvideo2:x:45:app\n')
+        with open(os.path.join(self.root, 'etc', 'passwd'), 'a') as f:
+            f.write('app:x:1000:1000::/home/app:/bin/sh\n')
+        self.assertEqual((1000, 1000, [1000, 45], '/home/app'),
+                         oci_spec.resolve_user(self.root, 'app'))
+
     def test_numeric_without_passwd_entry_gets_gid_0(self):
         self.assertEqual((1234, 0, [], '/'),
                          oci_spec.resolve_user(self.root, '1234'))
@@ -292,11 +302,29 @@ class ResolveInRootTest(Base):
         with self.assertRaisesRegex(oci_spec.SpecError, 'symbolic links'):
             oci_spec.resolve_in_root(self.root, '/a/x')
 
-    def test_workdir_through_a_link_out_is_refused(self):
+    def test_workdir_through_a_link_out_stays_inside(self):
         os.symlink('/../../../tmp', os.path.join(self.root, 'w'))
         with self.assertRaisesRegex(oci_spec.SpecError,
-                                    'workdir /w does not exist'):
+                                    'workdir /w is not a directory'):
             self.build(workdir='/w')
+        # Created as runc does, where the link leads inside the root.
+        oci_spec.make_workdir(self.root, '/w')
+        self.assertTrue(os.path.isdir(os.path.join(self.root, 'tmp')))
+        self.assertEqual('/w', self.build(workdir='/w')['process']['cwd'])
+
+    def test_missing_workdir_is_made(self):
+        oci_spec.make_workdir(self.root, '/srv/app/work')
+        path = os.path.join(self.root, 'srv/app/work')
+        self.assertTrue(os.path.isdir(path))
+        self.assertEqual(0o755, os.stat(path).st_mode & 0o777)
+        oci_spec.make_workdir(self.root, '/srv/app/work')   # again: fine
+
+    def test_workdir_under_a_file_is_refused(self):
+        with open(os.path.join(self.root, 'f'), 'w') as f:
+            f.write('x')
+        with self.assertRaisesRegex(oci_spec.SpecError,
+                                    'cannot create the workdir /f/w'):
+            oci_spec.make_workdir(self.root, '/f/w')
 
 
 class MountPointsTest(Base):

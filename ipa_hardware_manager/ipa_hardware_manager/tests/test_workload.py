@@ -398,7 +398,9 @@ class ValidationTest(unittest.TestCase):
 
     def test_workdir(self):
         self._bad('absolute path', workdir='tmp')
-        self._bad('does not exist', workdir='/nonexistent/dir')
+        # Never made on the node's own root.
+        self._bad('not a directory', workdir='/nonexistent/dir')
+        self.assertFalse(os.path.exists('/nonexistent'))
 
     def test_mode(self):
         self._bad('unknown workload mode', mode='daemon')

@@ -125,14 +125,7 @@ INTENDED = {'env:container': 'bmc'}
 #: (case, field) -> (the project's value, why it differs): divergences
 #: not meant, known and not fixed yet.  The test fails when one is gone
 #: (remove it here) as when a new one appears.
-KNOWN_DIVERGENCES = {
-    ('own_group_member', 'additionalGids'): (
-        (29, 44),
-        'resolve_user() leaves the primary gid out of the supplementary '
-        'groups even when /etc/group lists the user in it, where runc '
-        'keeps it (the kernel\'s Groups list differs; access differs once '
-        'the process changes its gid and keeps its groups)'),
-}
+KNOWN_DIVERGENCES = {}
 
 
 def flatten(process):
