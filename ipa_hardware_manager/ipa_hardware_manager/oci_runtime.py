@@ -111,6 +111,10 @@ class Runtime:
         prefix = []
         if oom is not None and shutil.which('choom'):
             prefix = ['choom', '-n', str(oom), '--']
+        elif oom is not None:
+            LOG.warning('choom (util-linux) is not in this ramdisk: the '
+                        'workload keeps the agent\'s oom_score_adj %d '
+                        'instead of %d', AGENT_OOM_SCORE_ADJ, oom)
         return prefix + ['env', '--default-signal'] + self._cmd(
             'run', '--no-pivot', '--bundle', bundle, '--pid-file',
             self.pid_file, CONTAINER_ID)
