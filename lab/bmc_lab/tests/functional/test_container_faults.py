@@ -183,7 +183,7 @@ def test_image_larger_than_ram(lab, node):
     ('container_walltime', 'forever', 'not a duration'),
     ('container_rlimits', '{"memlock": -7}', 'rlimit memlock'),
     ('container_privileged', 'sometimes', 'true or false'),
-    ('container_results', '["/tmp/out.csv"]', 'a mount of the container'),
+    ('container_results', '["/proc/self/status"]', 'a mount of the container'),
     ('container_rootfs', 'floppy', 'unknown value'),
     ('container_mode', 'batch', 'unknown value'),
     ('container_command', 'not-json', 'JSON'),
