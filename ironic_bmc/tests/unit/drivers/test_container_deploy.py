@@ -61,6 +61,12 @@ class ContainerDeployTestCase(db_base.DbTestCase):
 
     def setUp(self):
         super().setUp()
+        # The first check after a deploy is a thread that polls the node
+        # for up to a minute: left running, it outlives the test and
+        # shares the next test's in-memory database (a CI flake: "no such
+        # table: nodes").  Tests that look at it patch it themselves.
+        self.arm_soon = self.useFixture(fixtures.MockPatchObject(
+            workload_watch, 'arm_soon', autospec=True)).mock
         self.config(enabled_deploy_interfaces=['container', 'fake'])
         self.config(enabled_boot_interfaces=['ipxe', 'fake'])
         self.config(enabled_vendor_interfaces=['container', 'fake'])
@@ -585,10 +591,9 @@ class RecordStartTestCase(ContainerDeployTestCase):
         self.node.set_driver_internal_info('agent_url', 'http://10.0.2.15:1')
         self.node.save()
 
-    @mock.patch.object(container_deploy.workload_watch, 'arm_soon',
-                       autospec=True)
     @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
-    def test_agent_quieted_once_the_run_starts(self, mock_call, mock_arm):
+    def test_agent_quieted_once_the_run_starts(self, mock_call):
+        mock_arm = self.arm_soon
         self._deploying()
         mock_call.return_value = {'heartbeats': 'stopped'}
         with task_manager.acquire(self.context, self.node.uuid) as task:
@@ -602,11 +607,9 @@ class RecordStartTestCase(ContainerDeployTestCase):
         mock_arm.assert_called_once_with(mock.ANY, self.node.uuid,
                                          report['deploy_id'])
 
-    @mock.patch.object(container_deploy.workload_watch, 'arm_soon',
-                       autospec=True)
     @mock.patch.object(container_deploy.agent_calls, 'call', autospec=True)
-    def test_an_agent_that_cannot_be_quieted_is_no_failure(self, mock_call,
-                                                           mock_arm):
+    def test_an_agent_that_cannot_be_quieted_is_no_failure(self, mock_call):
+        mock_arm = self.arm_soon
         self._deploying()
         mock_call.side_effect = exception.IronicException('old agent')
         with task_manager.acquire(self.context, self.node.uuid) as task:
