@@ -298,6 +298,22 @@ opts = [
                     'resolution) or start with "$msec $request_time" '
                     '(nginx: log_format ironic_bmc \'$msec $request_time '
                     '$status $body_bytes_sent "$request"\').'),
+    cfg.StrOpt('console_log_template', default='',
+               help='Where this conductor reads a node\'s serial console '
+                    'output: a file path with {node_uuid} and/or '
+                    '{node_name}, e.g. the logs conserver or '
+                    'ipmiconsole keep (/var/log/conserver/{node_name}), '
+                    'or libvirt\'s file console in a lab.  The unikernel '
+                    'deploy interface reads its run there (a unikernel '
+                    'has no agent); empty disables that interface.'),
+    cfg.IntOpt('unikernel_timeout', default=900, min=30, max=86400,
+               help='Seconds from power-on to a unikernel\'s end line, '
+                    'unless instance_info/unikernel_timeout says '
+                    'otherwise; the run then fails and the node is '
+                    'powered off.'),
+    cfg.IntOpt('console_read_max_kb', default=4096, min=64,
+               help='Most of a node\'s console one unikernel run reads '
+                    '(KiB); the rest is not read.'),
 ]
 
 

@@ -109,6 +109,17 @@ def save(node, deploy_id, collected, wanted):
     return section, results
 
 
+def save_output(node_uuid, deploy_id, data):
+    """Keep ``data`` (bytes the conductor read itself, e.g. a node's
+    console) as the run's output; the report's ``output`` section."""
+    kept = data[:CONF.container.output_max_mb * 1024 * 1024]
+    _write(output_file(node_uuid, deploy_id), kept)
+    return {'bytes': len(data), 'kept': len(kept),
+            'dropped': len(data) - len(kept),
+            'sha256': hashlib.sha256(kept).hexdigest(),
+            'complete': len(kept) == len(data)}
+
+
 def _result_path(results_dir, path):
     parts = [p for p in path.split('/') if p not in ('', '.')]
     if not parts or '..' in parts:

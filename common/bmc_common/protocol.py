@@ -290,3 +290,27 @@ def parse_kernel_args(cmdline):
         if sep and key.startswith('bmc.'):
             found[key] = value
     return found
+
+# --- unikernel boots (the ``unikernel`` deploy interface) --------------------
+# A multiboot image booted by iPXE with no agent: what it does is read on
+# the node's serial console, one line per event, each starting with
+# UNIKERNEL_PREFIX.  unikernel/ (the noise probe) prints them.
+
+II_UNIKERNEL = 'unikernel_image'
+"""instance_info: URL (http(s)://, file://) of the multiboot image."""
+II_UNIKERNEL_ARGS = 'unikernel_args'
+"""instance_info: its command line (a string, at most 512 characters)."""
+II_UNIKERNEL_TIMEOUT = 'unikernel_timeout'
+"""instance_info: seconds from power-on to the end line (default
+[container]unikernel_timeout); then the run fails and the node is
+powered off."""
+
+UNIKERNEL_PREFIX = 'bmc-unikernel: '
+UNIKERNEL_BOOTED = 'booted'
+#: ``result <one-line JSON>``: a bmc-noise result (see noise_cycles).
+UNIKERNEL_RESULT = 'result'
+UNIKERNEL_ERROR = 'error'
+#: ``end rc=<int>``: the last line; the image powers the node off next.
+UNIKERNEL_END = 'end'
+#: The label of its noise results in the report's ``noise`` section.
+NOISE_LABEL_UNIKERNEL = 'unikernel'

@@ -142,6 +142,21 @@ INSTANCE_INFO_KEYS = (
         'without it and the report\'s ``configdrive`` says why. '
         '``false``: such a configdrive fails the deploy before the node '
         'is powered on (see :ref:`configdrive`).'),
+    Key(protocol.II_UNIKERNEL, 'URL', None, WHO_OPERATOR,
+        'The unikernel deploy interface only: the multiboot image iPXE '
+        'boots with no agent (``http://``, ``https://``, ``file://``); '
+        'see :doc:`/admin/unikernel`. Every key that needs the agent '
+        '(``container_*``, ``kernel``, ``ramdisk``, ``kernel_modules``, a '
+        'configdrive) is refused with it, and so is a tenant\'s deploy.'),
+    Key(protocol.II_UNIKERNEL_ARGS, 'string', None, WHO_OPERATOR,
+        'The unikernel\'s command line (at most 512 characters: letters, '
+        'digits, spaces and ``= , . _ : / + -``), e.g. ``duration=5 '
+        'repeat=3`` for the noise unikernel.'),
+    Key(protocol.II_UNIKERNEL_TIMEOUT, 'seconds',
+        '``[container]unikernel_timeout`` (900)', WHO_OPERATOR,
+        'From power-on to the unikernel\'s end line on the console; then '
+        'the run fails (its ``error`` says what the console showed) and '
+        'the node is powered off.'),
     Key(protocol.II_NOISE_PROBE, 'seconds or JSON object', None, WHO_OPERATOR,
         'Runs the OS-noise probe (``bmc_noise_probe``) on the workload\'s '
         'CPUs before and after the tunables are applied, so the report '
@@ -214,7 +229,7 @@ REPORT_FIELDS = (
                 'The modules initrd unpacked over the agent ramdisk.'),
     ReportField('kernel_args', 'list',
                 'The kernel arguments the tunables added (boot-time '
-                'knobs).'),
+                'knobs); a unikernel run\'s command line, word by word.'),
     ReportField('warm', 'boolean',
                 'True when the run reused the agent cleaning left up '
                 '(fast track): no power action, no boot.'),
@@ -282,6 +297,14 @@ REPORT_FIELDS = (
                 '(``container_configdrive_optional``).'),
     ReportField('workload_exit_code', 'integer or null',
                 'The workload\'s exit code, once it exited.'),
+    ReportField('kind', 'string',
+                '``unikernel`` for a run of the unikernel deploy '
+                'interface; absent for a container run.'),
+    ReportField('unikernel', 'object',
+                'A unikernel run\'s console: whether its ``booted`` line '
+                'came, its ``errors`` lines, how many protocol lines it '
+                'broke (``bad_lines``, not used) and whether the console '
+                'file was rotated during the run (``console_restarted``).'),
     ReportField('output_tail', 'string',
                 'The last %d bytes of the workload\'s stdout and stderr.'
                 % protocol.OUTPUT_TAIL_BYTES),

@@ -38,6 +38,8 @@ TENANT_FIELDS = frozenset((
 OPERATOR_FIELDS = frozenset((
     'kernel', 'ramdisk', 'kernel_modules', 'artifact', 'takeovers',
     'build_restarts', 'cold_reason',
+    # Unikernel runs are the operator's only.
+    'kind', 'unikernel',
 ))
 #: Of the boot breakdown: all but the HTTP server's log lines.
 _BOOT_HIDDEN = frozenset(('http',))

@@ -151,7 +151,7 @@ _CACHE_TURN = threading.Lock()
 @tenacity.retry(retry=tenacity.retry_if_exception_type(FileNotFoundError),
                 stop=tenacity.stop_after_attempt(4),
                 wait=tenacity.wait_random(0.1, 0.5), reraise=True)
-def _cache_boot_files(task, images):
+def cache_boot_files(task, images):
     """Link the boot files into the node's directory from Ironic's master
     image cache.
 
@@ -200,7 +200,7 @@ def prepare(task, ramdisk_params, extra_kernel_args=(), pxe_boot=True):
         options['bmc_modules_path'] = '/'.join(
             [CONF.deploy.http_url, node.uuid, LABEL_MODULES])
     pxe_utils.create_pxe_config(task, options, TEMPLATE, ipxe_enabled=True)
-    _cache_boot_files(task, images)
+    cache_boot_files(task, images)
     if pxe_boot:
         set_pxe_boot(task)
     return images, options

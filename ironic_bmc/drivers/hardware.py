@@ -33,6 +33,7 @@ from ironic.drivers.modules import noop_mgmt
 from ironic.drivers import redfish
 
 from ironic_bmc.drivers import container_deploy
+from ironic_bmc.drivers import unikernel_deploy
 from ironic_bmc.drivers import vendor
 from ironic_bmc.drivers import wol_power
 
@@ -43,7 +44,8 @@ class _ContainerInterfaces:
     @property
     def supported_deploy_interfaces(self):
         """Container deploy first, then everything the base type offers."""
-        return ([container_deploy.ContainerDeploy]
+        return ([container_deploy.ContainerDeploy,
+                 unikernel_deploy.UnikernelDeploy]
                 + super().supported_deploy_interfaces)
 
     @property

@@ -26,6 +26,7 @@ from osc_lib.command import command
 from osc_lib import exceptions
 
 from ironic_bmc_client import charts
+from ironic_bmc_client import noise_table
 from ironic_bmc_client import output
 from ironic_bmc_client.osc import resolve
 from ironic_bmc_client.osc import view
@@ -276,3 +277,50 @@ def _write(dest, data):
     with os.fdopen(fd, 'wb') as f:
         f.write(data)
     os.replace(tmp, dest)
+
+
+class CompareNoise(command.Lister):
+    """Compare the OS noise of runs: Linux with and without tunables, and
+    the noise unikernel, on the same node (IncludeOS thesis style).
+
+    A row per probe and CPU: the counter's floor, events per second, the
+    share of time lost, the events' mean, standard deviation and 90 %
+    confidence interval, and the thesis's cycle buckets.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('targets', metavar='<run|server|node>',
+                            nargs='+', help=_TARGET_HELP)
+        parser.add_argument('--chart', metavar='<file.png|file.svg>',
+                            help='Also draw every probe\'s histogram in '
+                                 'one chart')
+        return parser
+
+    def take_action(self, parsed_args):
+        fmt = (parsed_args.chart or '.png').rsplit('.', 1)[-1]
+        if fmt not in charts.FORMATS:
+            raise exceptions.CommandError(
+                '--chart: the file name ends in the format, one of: %s'
+                % ', '.join(charts.FORMATS))
+        reports = []
+        for target in parsed_args.targets:
+            try:
+                reports.append(resolve.run_report(self.app, _runs(self.app),
+                                                  target, None))
+            except runs.RunsError as exc:
+                raise exceptions.CommandError(str(exc))
+        columns, rows = noise_table.table(reports)
+        if not rows:
+            raise exceptions.CommandError(
+                'none of these runs has a noise probe: deploy with '
+                'instance_info/container_noise_probe, or boot the noise '
+                'unikernel (unikernel deploy interface)')
+        if parsed_args.chart:
+            try:
+                data = noise_table.chart(reports, fmt)
+            except charts.ChartUnavailable as exc:
+                raise exceptions.CommandError(exc.reason)
+            with open(parsed_args.chart, 'wb') as f:
+                f.write(data)
+        return columns, rows

@@ -49,4 +49,5 @@ def test_entry_points_load():
         group='openstack.baremetal_container.v1')}
     assert sorted(commands) == [
         'baremetal_container_%s' % name for name in
-        ('chart', 'list', 'logs', 'results', 'run', 'show', 'sweep')]
+        ('chart', 'list', 'logs', 'noise', 'results', 'run', 'show',
+         'sweep')]
