@@ -34,6 +34,7 @@ from bmc_common import protocol
 from ironic_bmc_client.osc import deploy
 from ironic_bmc_client import runs
 from ironic_bmc_client import sweep
+from ironic_bmc_client import sweep_apply
 from ironic_bmc_client import sweep_charts
 
 LOG = logging.getLogger(__name__)
@@ -123,6 +124,16 @@ class SweepContainer(command.Lister):
                             help='CSV, JSON, chart and the state that '
                                  'lets an interrupted sweep resume '
                                  '(default ./sweep)')
+        parser.add_argument('--apply-image', metavar='<glance-image>',
+                            help='Record the winning cell on this Glance '
+                                 'image (its container_tunables, kernel_id '
+                                 'and ramdisk_id properties): the image\'s '
+                                 'next servers use it')
+        parser.add_argument('--apply-template', metavar='<CUSTOM_TRAIT>',
+                            help='Record the winning profile as this '
+                                 'deploy template: flavors requiring the '
+                                 'trait use it (tunables only; created, or '
+                                 'updated if a sweep wrote it)')
         parser.add_argument('--timeout', type=float, default=1800.0,
                             metavar='<seconds>', help='Per run')
         parser.add_argument('--interval', type=float, default=5.0,
@@ -131,6 +142,9 @@ class SweepContainer(command.Lister):
 
     def take_action(self, parsed_args):
         spec, kernels = self._spec(parsed_args)
+        # What would stop the winner being recorded stops the sweep now,
+        # not after its last run.
+        self._check_apply(parsed_args, kernels)
         os.makedirs(parsed_args.output_dir, exist_ok=True)
         state = sweep.State(os.path.join(parsed_args.output_dir,
                                          'state.json'), spec)
@@ -261,15 +275,78 @@ class SweepContainer(command.Lister):
         sweep.write_csv(os.path.join(out, 'cells.csv'), summary,
                         sweep.CELL_FIELDS)
         winner = sweep.best(summary, not parsed_args.lower_is_better)
+        winner = winner and {k: winner[k] for k in
+                             ('kernel', 'profile', 'size')}
+        applied, refused = self._apply(parsed_args, spec, winner)
         sweep.write_json(os.path.join(out, 'sweep.json'), {
             'spec': spec, 'runs': rows, 'cells': summary,
-            'best': winner and {k: winner[k] for k in
-                                ('kernel', 'profile', 'size')}})
+            'best': winner, 'applied': applied})
         with open(os.path.join(out, 'sweep.png'), 'wb') as f:
             f.write(sweep_charts.render(
                 summary, rows, 'png', metric_name=parsed_args.metric_json
                 or 'metric'))
+        if refused:
+            raise exceptions.CommandError(
+                '%s (the sweep\'s results are in %s: cells.csv, '
+                'sweep.json)' % ('; '.join(refused), out))
         return COLUMNS, [_row(s) for s in summary]
+
+    def _glance(self):
+        manager = self.app.client_manager
+        return manager.session, manager.get_endpoint_for_service_type(
+            'image', region_name=manager.region_name,
+            interface=manager.interface).rstrip('/')
+
+    def _check_apply(self, parsed_args, kernels):
+        checks = []
+        if parsed_args.apply_image:
+            checks.append(('--apply-image', lambda: sweep_apply.check_image(
+                *self._glance(), parsed_args.apply_image, kernels)))
+        if parsed_args.apply_template:
+            checks.append(('--apply-template',
+                           lambda: sweep_apply.check_template(
+                               self.app.client_manager.baremetal,
+                               parsed_args.apply_template, kernels)))
+        for option, check in checks:
+            try:
+                check()
+            except sweep_apply.ApplyError as exc:
+                raise exceptions.CommandError('%s: %s' % (option, exc))
+
+    def _apply(self, parsed_args, spec, winner):
+        """Record the winner where asked; (what was done, refusals)."""
+        applied, refused = [], []
+        if not (parsed_args.apply_image or parsed_args.apply_template):
+            return applied, refused
+        if not winner:
+            return applied, ['nothing applied: no cell has a metric']
+        what = 'kernel %s, tunables %s' % (winner['kernel'],
+                                           winner['profile'])
+        manager = self.app.client_manager
+        try:
+            if parsed_args.apply_image:
+                done = sweep_apply.apply_to_image(
+                    *self._glance(), parsed_args.apply_image, winner,
+                    spec['kernel_urls'])
+                applied.append(done)
+                self._say('Applied %s to Glance image %s: %s' % (
+                    what, done['glance_image'], ', '.join(
+                        '%s %s' % (op['op'], op['path'][1:])
+                        for op in done['changes']) or 'already so'))
+        except sweep_apply.ApplyError as exc:
+            refused.append('--apply-image: %s' % exc)
+        try:
+            if parsed_args.apply_template:
+                done = sweep_apply.apply_to_template(
+                    manager.baremetal, parsed_args.apply_template, winner,
+                    spec['image'])
+                applied.append(done)
+                self._say('Applied %s to deploy template %s (%s)' % (
+                    what, done['deploy_template'],
+                    'created' if done['created'] else 'updated'))
+        except sweep_apply.ApplyError as exc:
+            refused.append('--apply-template: %s' % exc)
+        return applied, refused
 
 
 class _Args:

@@ -26,6 +26,7 @@ from ironic_bmc_client.osc import deploy
 from ironic_bmc_client.osc import sweep as sweep_cmd
 from ironic_bmc_client import runs
 from ironic_bmc_client import sweep
+from ironic_bmc_client import sweep_apply
 from ironic_bmc_client import sweep_charts
 from ironic_bmc_client.tests import fakes
 from ironic_bmc_client.tests import fixtures
@@ -281,3 +282,155 @@ def test_chart_of_the_cells(tmp_path):
     assert sweep_charts.render(summary, [], 'png').startswith(b'\x89PNG')
     with pytest.raises(ValueError):
         sweep_charts.render(summary, rows, 'gif')
+
+
+# -- --apply-image / --apply-template -----------------------------------------
+
+IMAGE_ID = '5b1e7c4e-0000-4000-8000-0000000000aa'
+K_ID = '5b1e7c4e-0000-4000-8000-0000000000bb'
+M_ID = '5b1e7c4e-0000-4000-8000-0000000000cc'
+
+
+class Response:
+    def __init__(self, status, body=None):
+        self.status_code = status
+        self._body = body
+        self.text = json.dumps(body)
+
+    def json(self):
+        return self._body
+
+
+class Glance:
+    """Glance's images API, as the keystoneauth session reaches it."""
+
+    def __init__(self, image):
+        self.image = image
+        self.patches = []
+
+    def get(self, url, params=None, raise_exc=True):
+        if url.endswith('/v2/images'):
+            found = [self.image] if params == {
+                'name': self.image['name']} else []
+            return Response(200, {'images': found})
+        if url.endswith(self.image['id']):
+            return Response(200, self.image)
+        return Response(404, {})
+
+    def patch(self, url, json=None, headers=None, raise_exc=True):
+        assert headers == {'Content-Type': sweep_apply.PATCH_TYPE}
+        self.patches.append((url, json))
+        return Response(200, self.image)
+
+
+def _with_glance(cloud, image):
+    glance = Glance(image)
+    original = fakes.app
+
+    def app(*args, **kwargs):
+        application = original(*args, **kwargs)
+        manager = application.client_manager
+        manager.session = glance
+        manager.region_name, manager.interface = 'RegionOne', 'public'
+        manager.get_endpoint_for_service_type = (
+            lambda service, region_name=None, interface=None:
+            'http://glance:9292/')
+        return application
+    return glance, mock.patch.object(fakes, 'app', app)
+
+
+def test_apply_image_records_the_winner_on_the_glance_image(tmp_path):
+    cloud = Cloud()
+    glance, patched = _with_glance(cloud, {
+        'id': IMAGE_ID, 'name': 'gemm', 'container_tunables': 'old',
+        'kernel_id': K_ID})
+    with patched:
+        _sweep(cloud, tmp_path, '--apply-image', 'gemm')
+    # The winner (tuned, default kernel): the profile replaced, the
+    # image's own kernel removed (the default kernel won).
+    assert glance.patches == [(
+        'http://glance:9292/v2/images/%s' % IMAGE_ID, [
+            {'op': 'replace', 'path': '/container_tunables',
+             'value': 'tuned'},
+            {'op': 'remove', 'path': '/kernel_id'}])]
+    assert 'Applied kernel default, tunables tuned to Glance image' in (
+        cloud.app.stderr.getvalue())
+    with open(tmp_path / 'out' / 'sweep.json') as f:
+        assert json.load(f)['applied'][0]['glance_image'] == IMAGE_ID
+
+
+def test_apply_image_refuses_url_kernels_before_any_run(tmp_path):
+    cloud = Cloud()
+    glance, patched = _with_glance(cloud, {'id': IMAGE_ID, 'name': 'gemm'})
+    with patched, pytest.raises(exceptions.CommandError,
+                                match='kernel lts is http://h/k, not a '
+                                      'Glance image'):
+        _sweep(cloud, tmp_path, '--apply-image', 'gemm',
+               '--kernel', 'lts=http://h/k')
+    assert cloud.deploys == 0 and glance.patches == []
+
+
+def test_apply_image_of_an_unknown_name_is_refused_first(tmp_path):
+    cloud = Cloud()
+    _glance, patched = _with_glance(cloud, {'id': IMAGE_ID, 'name': 'gemm'})
+    with patched, pytest.raises(exceptions.CommandError,
+                                match='no Glance image is named nope'):
+        _sweep(cloud, tmp_path, '--apply-image', 'nope')
+    assert cloud.deploys == 0
+
+
+def test_the_image_patch_of_a_glance_kernel():
+    ops = sweep_apply.image_patch(
+        {'id': IMAGE_ID, 'container_tunables': 'thp-never'},
+        {'kernel': 'lts', 'profile': 'none', 'size': ''},
+        {'lts': {'kernel': K_ID, 'kernel_modules': M_ID}})
+    assert ops == [
+        {'op': 'remove', 'path': '/container_tunables'},
+        {'op': 'add', 'path': '/kernel_id', 'value': K_ID},
+        {'op': 'add', 'path': '/ramdisk_id', 'value': M_ID}]
+
+
+class NotFound(Exception):
+    http_status = 404
+
+
+def test_apply_template_creates_the_sweeps_template(tmp_path):
+    cloud = Cloud()
+    cloud.baremetal.deploy_template.get.side_effect = NotFound()
+    _sweep(cloud, tmp_path, '--apply-template', 'CUSTOM_BMC_BEST_GEMM')
+    cloud.baremetal.deploy_template.create.assert_called_once_with(
+        name='CUSTOM_BMC_BEST_GEMM', steps=[{
+            'interface': 'deploy', 'step': 'bmc_apply_tunables',
+            'priority': 85, 'args': {'tunables': 'tuned'}}],
+        extra={'bmc_sweep_image': 'registry.example:5000/gemm:1'})
+
+
+def test_apply_template_updates_only_a_sweeps_template(tmp_path):
+    cloud = Cloud()
+    cloud.baremetal.deploy_template.get.return_value = types.SimpleNamespace(
+        extra={'bmc_sweep_image': 'old'})
+    _sweep(cloud, tmp_path, '--apply-template', 'CUSTOM_BMC_BEST_GEMM')
+    name, patch = cloud.baremetal.deploy_template.update.call_args[0]
+    assert name == 'CUSTOM_BMC_BEST_GEMM'
+    assert patch[0]['value'][0]['args'] == {'tunables': 'tuned'}
+    # An operator's own template is never overwritten: refused first.
+    cloud = Cloud()
+    cloud.baremetal.deploy_template.get.return_value = types.SimpleNamespace(
+        extra={'bmc_profile': 'thp-never'})
+    with pytest.raises(exceptions.CommandError,
+                       match='not written by a sweep'):
+        _sweep(cloud, tmp_path / 'b', '--apply-template',
+               'CUSTOM_BMC_TUNABLES_THP_NEVER')
+    assert cloud.deploys == 0
+    cloud.baremetal.deploy_template.update.assert_not_called()
+
+
+def test_apply_template_refuses_kernels_and_bad_traits_first(tmp_path):
+    for argv, match in (
+            (['--apply-template', 'best'], 'custom trait'),
+            (['--apply-template', 'CUSTOM_X', '--kernel', 'lts=http://h/k'],
+             'selects tunables, not a kernel')):
+        cloud = Cloud()
+        with pytest.raises(exceptions.CommandError, match=match):
+            _sweep(cloud, tmp_path, *argv)
+        assert cloud.deploys == 0
