@@ -42,6 +42,7 @@ import time
 
 from oslo_log import log
 
+from ipa_hardware_manager import container_root
 from ipa_hardware_manager import oci_spec
 from ipa_hardware_manager import rootfs_download
 from bmc_common import configdrive as reader
@@ -162,7 +163,7 @@ def _dir_in_root(root, path):
     (made if missing)."""
     # (Resolved: each component that exists is a directory of the root,
     # not a symlink; those that do not are made.)
-    real = oci_spec.resolve_in_root(root, path)
+    real = container_root.resolve_in_root(root, path)
     if not os.path.isdir(real):
         if os.path.lexists(real):
             raise ConfigDriveError('%s in the image is not a directory'

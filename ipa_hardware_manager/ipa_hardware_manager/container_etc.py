@@ -35,6 +35,7 @@ import subprocess
 
 from oslo_log import log
 
+from ipa_hardware_manager import container_root
 from ipa_hardware_manager import oci_spec
 
 LOG = log.getLogger(__name__)
@@ -56,7 +57,7 @@ def _destination(root, path):
     try:
         # The directory's links are followed inside the root; the file's
         # own link (if the image has one) is replaced, never followed.
-        parent = oci_spec.resolve_in_root(root, os.path.dirname(path))
+        parent = container_root.resolve_in_root(root, os.path.dirname(path))
     except oci_spec.SpecError as exc:
         LOG.warning('Not writing %s into the container: %s', path, exc)
         return None

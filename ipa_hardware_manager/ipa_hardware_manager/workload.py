@@ -33,6 +33,7 @@ import time
 
 from oslo_log import log
 
+from ipa_hardware_manager import container_root
 from ipa_hardware_manager import container_etc
 from ipa_hardware_manager import oci_runtime
 from ipa_hardware_manager import oci_spec
@@ -204,7 +205,7 @@ class Supervisor(workload_stop.StopMixin):
         cpus = tunables.workload_cpus()
         hostname = oci_spec.hostname_of(privileged)
         try:
-            oci_spec.make_workdir(root, workdir)
+            container_root.make_workdir(root, workdir)
             spec = oci_spec.build(
                 root, command, env=env, workdir=workdir, user=user,
                 privileged=privileged, rlimits=rlimits, cpus=cpus,
@@ -213,7 +214,7 @@ class Supervisor(workload_stop.StopMixin):
                 cap_last_cap=oci_spec.cap_last_cap(),
                 annotations={'org.openstack.ironic.bmc.mode': mode},
                 mounts=mounts, hostname=hostname)
-            spec['mounts'] = oci_spec.resolve_mount_points(root,
+            spec['mounts'] = container_root.resolve_mount_points(root,
                                                            spec['mounts'])
         except oci_spec.SpecError as exc:
             raise WorkloadError(str(exc)) from None

@@ -24,6 +24,7 @@ import hashlib
 import os
 import stat
 
+from ipa_hardware_manager import container_root
 from ipa_hardware_manager import oci_spec
 from ipa_hardware_manager import output_keeper
 from bmc_common import protocol
@@ -66,7 +67,7 @@ def output(directory):
 
 
 def _read_result(root, path, budget):
-    real = oci_spec.resolve_in_root(root, path)
+    real = container_root.resolve_in_root(root, path)
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:

@@ -20,6 +20,7 @@ import tempfile
 import unittest
 from unittest import mock
 
+from ipa_hardware_manager import container_root
 from ipa_hardware_manager import configdrive
 from ipa_hardware_manager import manager
 from ipa_hardware_manager import oci_spec
@@ -189,7 +190,7 @@ class SpecTest(Base):
         files = os.path.join(self.base, 'files')
         spec = oci_spec.build(self.root, ['true'],
                               mounts=[configdrive.mount(files)])
-        mounts = oci_spec.resolve_mount_points(self.root, spec['mounts'])
+        mounts = container_root.resolve_mount_points(self.root, spec['mounts'])
         names = [m['destination'] for m in mounts]
         # The image's own /run (no mount of the container there).
         self.assertNotIn('/run', names)

@@ -17,6 +17,7 @@ import os
 import tempfile
 import unittest
 
+from ipa_hardware_manager import container_root
 from ipa_hardware_manager import oci_spec
 
 
@@ -227,25 +228,25 @@ class ConfinedSpecTest(Base):
 class UserTest(Base):
     def test_default_is_root(self):
         self.assertEqual((0, 0, [], '/root'),
-                         oci_spec.resolve_user(self.root, None))
+                         container_root.resolve_user(self.root, None))
 
     def test_name_with_its_groups(self):
         self.assertEqual((999, 998, [4, 44], '/data'),
-                         oci_spec.resolve_user(self.root, 'redis'))
+                         container_root.resolve_user(self.root, 'redis'))
 
     def test_name_and_group(self):
         # An explicit group: that group only, no supplementary groups
         # (runc, Docker).
         self.assertEqual((999, 4, [], '/data'),
-                         oci_spec.resolve_user(self.root, 'redis:adm'))
+                         container_root.resolve_user(self.root, 'redis:adm'))
         self.assertEqual((999, 998, [], '/data'),
-                         oci_spec.resolve_user(self.root, 'redis:998'))
+                         container_root.resolve_user(self.root, 'redis:998'))
 
     def test_numeric(self):
         self.assertEqual((1234, 5678, [], '/'),
-                         oci_spec.resolve_user(self.root, '1234:5678'))
+                         container_root.resolve_user(self.root, '1234:5678'))
         self.assertEqual((999, 998, [4, 44], '/data'),
-                         oci_spec.resolve_user(self.root, 999))
+                         container_root.resolve_user(self.root, 999))
 
     def test_primary_group_listed_as_a_member_stays(self):
         # As runc: an image made with "adduser -G" lists the user in its
@@ -255,19 +256,19 @@ class UserTest(Base):
         with open(os.path.join(self.root, 'etc', 'passwd'), 'a') as f:
             f.write('app:x:1000:1000::/home/app:/bin/sh\n')
         self.assertEqual((1000, 1000, [1000, 45], '/home/app'),
-                         oci_spec.resolve_user(self.root, 'app'))
+                         container_root.resolve_user(self.root, 'app'))
 
     def test_numeric_without_passwd_entry_gets_gid_0(self):
         self.assertEqual((1234, 0, [], '/'),
-                         oci_spec.resolve_user(self.root, '1234'))
+                         container_root.resolve_user(self.root, '1234'))
 
     def test_unknown(self):
         with self.assertRaisesRegex(oci_spec.SpecError,
                                     "user 'nobody' is not in the image"):
-            oci_spec.resolve_user(self.root, 'nobody')
+            container_root.resolve_user(self.root, 'nobody')
         with self.assertRaisesRegex(oci_spec.SpecError,
                                     "group 'wheel' is not in the image"):
-            oci_spec.resolve_user(self.root, 'redis:wheel')
+            container_root.resolve_user(self.root, 'redis:wheel')
         with self.assertRaisesRegex(oci_spec.SpecError, 'nobody'):
             self.build(user='nobody')
 
@@ -278,11 +279,11 @@ class UserTest(Base):
                   os.path.join(self.root, 'real-etc'))
         os.symlink('/real-etc', os.path.join(self.root, 'etc'))
         self.assertEqual((999, 998, [4, 44], '/data'),
-                         oci_spec.resolve_user(self.root, 'redis'))
+                         container_root.resolve_user(self.root, 'redis'))
         os.unlink(os.path.join(self.root, 'etc'))
         os.symlink('/etc', os.path.join(self.root, 'etc'))  # itself
         with self.assertRaisesRegex(oci_spec.SpecError, 'symbolic links'):
-            oci_spec.resolve_user(self.root, 'root')
+            container_root.resolve_user(self.root, 'root')
 
 
 class ResolveInRootTest(Base):
@@ -290,17 +291,17 @@ class ResolveInRootTest(Base):
         os.symlink('/etc', os.path.join(self.root, 'proc'))
         os.symlink('../../../../var/run', os.path.join(self.root, 'run'))
         self.assertEqual(os.path.join(self.root, 'etc'),
-                         oci_spec.resolve_in_root(self.root, '/proc'))
+                         container_root.resolve_in_root(self.root, '/proc'))
         self.assertEqual(os.path.join(self.root, 'var', 'run'),
-                         oci_spec.resolve_in_root(self.root, '/run'))
+                         container_root.resolve_in_root(self.root, '/run'))
         self.assertEqual(os.path.join(self.root, 'etc', 'x'),
-                         oci_spec.resolve_in_root(self.root, '/proc/x'))
+                         container_root.resolve_in_root(self.root, '/proc/x'))
 
     def test_loop(self):
         os.symlink('/b', os.path.join(self.root, 'a'))
         os.symlink('/a', os.path.join(self.root, 'b'))
         with self.assertRaisesRegex(oci_spec.SpecError, 'symbolic links'):
-            oci_spec.resolve_in_root(self.root, '/a/x')
+            container_root.resolve_in_root(self.root, '/a/x')
 
     def test_workdir_through_a_link_out_stays_inside(self):
         os.symlink('/../../../tmp', os.path.join(self.root, 'w'))
@@ -308,23 +309,23 @@ class ResolveInRootTest(Base):
                                     'workdir /w is not a directory'):
             self.build(workdir='/w')
         # Created as runc does, where the link leads inside the root.
-        oci_spec.make_workdir(self.root, '/w')
+        container_root.make_workdir(self.root, '/w')
         self.assertTrue(os.path.isdir(os.path.join(self.root, 'tmp')))
         self.assertEqual('/w', self.build(workdir='/w')['process']['cwd'])
 
     def test_missing_workdir_is_made(self):
-        oci_spec.make_workdir(self.root, '/srv/app/work')
+        container_root.make_workdir(self.root, '/srv/app/work')
         path = os.path.join(self.root, 'srv/app/work')
         self.assertTrue(os.path.isdir(path))
         self.assertEqual(0o755, os.stat(path).st_mode & 0o777)
-        oci_spec.make_workdir(self.root, '/srv/app/work')   # again: fine
+        container_root.make_workdir(self.root, '/srv/app/work')   # again: fine
 
     def test_workdir_under_a_file_is_refused(self):
         with open(os.path.join(self.root, 'f'), 'w') as f:
             f.write('x')
         with self.assertRaisesRegex(oci_spec.SpecError,
                                     'cannot create the workdir /f/w'):
-            oci_spec.make_workdir(self.root, '/f/w')
+            container_root.make_workdir(self.root, '/f/w')
 
 
 class MountPointsTest(Base):
@@ -334,7 +335,7 @@ class MountPointsTest(Base):
         os.symlink('/../../../../var/run', os.path.join(self.root, 'run'))
         extra = {'destination': '/run/bmc/config-drive', 'type': 'bind',
                  'source': '/x', 'options': ['bind', 'ro']}
-        mounts = oci_spec.resolve_mount_points(
+        mounts = container_root.resolve_mount_points(
             self.root, self.build(mounts=[extra])['mounts'])
         destinations = [m['destination'] for m in mounts]
         self.assertNotIn('/run/bmc/config-drive', destinations)
@@ -353,13 +354,14 @@ class MountPointsTest(Base):
         self.assertEqual(
             sorted(m['destination'] for m in mounts),
             sorted(m['destination'] for m in
-                   oci_spec.resolve_mount_points(self.root, mounts)))
+                   container_root.resolve_mount_points(self.root, mounts)))
 
     def test_a_link_to_the_root_is_refused(self):
         os.symlink('/', os.path.join(self.root, 'proc'))
         with self.assertRaisesRegex(oci_spec.SpecError,
                                     "image's /proc leads to its root"):
-            oci_spec.resolve_mount_points(self.root, self.build()['mounts'])
+            container_root.resolve_mount_points(self.root,
+                                                self.build()['mounts'])
 
 
 class NodeFactsTest(unittest.TestCase):
