@@ -396,7 +396,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         agent_calls.forget(node)
         energy.stop(node)
         if node.power_state != states.POWER_OFF:
-            manager_utils.node_power_action(task, states.POWER_OFF)
+            node_boot.power_off_keeping_error(task)
         task.driver.network.remove_provisioning_network(task)
         node.save()
 

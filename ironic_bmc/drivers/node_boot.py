@@ -107,3 +107,21 @@ def bring_up(task, report, kernel_args, claim):
                          time.time())
     _mark(node, started, warm.COLD)
     return False
+
+
+def power_off_keeping_error(task):
+    """Power the node off, its ``last_error`` kept.
+
+    Ironic's power action clears ``last_error`` unless the node is in a
+    failure state, and a failed deploy's clean-up runs before the node
+    becomes DEPLOYFAIL: the reason Ironic's error handler just recorded
+    would be gone (Nova then reports "Failed to provision instance ...:
+    None").  Seen when a deploy failed on a node that fast track had left
+    powered on.
+    """
+    node = task.node
+    error = node.last_error
+    manager_utils.node_power_action(task, states.POWER_OFF)
+    if error and not node.last_error:
+        node.last_error = error
+        node.save()

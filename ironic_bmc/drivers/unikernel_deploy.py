@@ -37,6 +37,7 @@ from ironic.drivers import base
 from oslo_log import log
 
 from ironic_bmc.drivers import energy
+from ironic_bmc.drivers import node_boot
 from ironic_bmc.drivers import unikernel_console
 from ironic_bmc.drivers import unikernel_run
 from ironic_bmc import report as run_report
@@ -135,7 +136,7 @@ class UnikernelDeploy(base.DeployInterface):
         unikernel_run.clean_boot(task)
         energy.stop(node)
         if node.power_state != states.POWER_OFF:
-            manager_utils.node_power_action(task, states.POWER_OFF)
+            node_boot.power_off_keeping_error(task)
         task.driver.network.remove_provisioning_network(task)
         node.save()
 

@@ -836,6 +836,32 @@ class CleanUpTestCase(ContainerDeployTestCase):
                              set(mock_pxe.call_args[0][1]))
 
 
+    @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
+                       autospec=True)
+    @mock.patch.object(boot_files.pxe_utils, 'clean_up_pxe_env',
+                       autospec=True)
+    def test_a_failed_deploys_reason_survives_the_power_off(
+            self, mock_pxe, mock_power):
+        # As Ironic's: a power action outside a failure state clears
+        # last_error; a node fast track left on is powered off here.
+        def power(task, state):
+            task.node.last_error = None
+            task.node.power_state = state
+            task.node.save()
+        mock_power.side_effect = power
+        self.node.power_state = states.POWER_ON
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            container_deploy.manager_utils.deploying_error_handler(
+                task, 'refused access to reg/private/app:1',
+                'Cannot deploy container image reg/private/app:1: refused '
+                'access')
+        self.node.refresh()
+        self.assertEqual(states.DEPLOYFAIL, self.node.provision_state)
+        self.assertEqual(states.POWER_OFF, self.node.power_state)
+        self.assertIn('refused access', self.node.last_error)
+
+
 @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
                    autospec=True)
 @mock.patch.object(container_deploy.energy, 'finish', autospec=True)
