@@ -20,6 +20,9 @@
     bmc-lab demo --tenant    # the same through Glance and Nova, as a tenant
     bmc-lab scale [--nodes N] [--conductors 1,2]
                              # N concurrent deploys, simulated machines
+    bmc-lab recipe list|build|run|sweep
+                             # the BMC paper's experiments (gemm, redis,
+                             # web): images from Debian packages, swept
 
 The state directory is ``--state-dir``, else ``$BMC_LAB_DIR``, else
 /var/lib/bmc-lab.
@@ -37,6 +40,7 @@ from bmc_lab import container_job
 from bmc_lab import control
 from bmc_lab import osc
 from bmc_lab import procs
+from bmc_lab.recipes import commands as recipe_commands
 from bmc_lab import scale_bench
 from bmc_lab import scale_report
 from bmc_lab import settings as lab_settings
@@ -124,6 +128,7 @@ def _parser():
                        '(tempest_plugin/) against the cloud profile')
     t.add_argument('--regex', default=tempest_run.DEFAULT_REGEX,
                    help='tests to run (default: all of the plugin)')
+    recipe_commands.add_parser(sub)
     return p
 
 
@@ -253,6 +258,8 @@ def main(argv=None):
                               scale_dir=_scale_dir(args))
         elif args.command == 'scale':
             return _scale(args)
+        elif args.command == 'recipe':
+            return recipe_commands.main(args, _loaded)
     except procs.LabError as exc:
         print('bmc-lab %s: %s' % (args.command, exc), file=sys.stderr)
         return 1
