@@ -32,6 +32,7 @@ from bmc_lab import ironic_conf
 from bmc_lab import ociimage
 from bmc_lab.tests.functional import registry_fixture
 from bmc_lab.tests import labfixture
+from ironic_bmc_client import sweep_apply
 
 
 @pytest.fixture(scope='module')
@@ -241,3 +242,50 @@ def test_deploy_template_selects_tunables(lab, node):
         cli.node.set_provision_state(node.uuid, 'deleted')
         lab_client.StateWatcher(cli, node.uuid).wait('available', 120)
         cli.deploy_template.delete('CUSTOM_THP_NEVER')
+
+
+def test_sweep_winner_recorded_as_a_template_selects_it(lab, node):
+    """``sweep --apply-template``: the winner becomes the template a
+    flavor's trait names (created, then moved by a later sweep), and the
+    next deploy with that trait carries the winner to the tunables step;
+    an operator's own template of that name is never overwritten."""
+    cli = lab_client.get_client(lab)
+    trait = 'CUSTOM_BMC_BEST_DEMO'
+    for name in (trait, 'CUSTOM_OPERATORS_OWN'):
+        try:
+            cli.deploy_template.delete(name)
+        except client_exc.NotFound:
+            pass
+    done = sweep_apply.apply_to_template(
+        cli, trait, {'kernel': 'default', 'profile': 'thp-always',
+                     'size': ''}, lab.demo_image)
+    assert done['created']
+    done = sweep_apply.apply_to_template(
+        cli, trait, {'kernel': 'default', 'profile': 'thp-never',
+                     'size': ''}, lab.demo_image)
+    assert not done['created']
+    cli.deploy_template.create(name='CUSTOM_OPERATORS_OWN', steps=[{
+        'interface': 'deploy', 'step': 'bmc_apply_tunables',
+        'args': {'tunables': 'low-noise'}, 'priority': 85}])
+    with pytest.raises(sweep_apply.ApplyError, match='not written by a '
+                                                     'sweep'):
+        sweep_apply.check_template(cli, 'CUSTOM_OPERATORS_OWN', {})
+    cli.node.add_trait(node.uuid, trait)
+    cli.node.update(node.uuid, [
+        {'op': 'add', 'path': '/instance_info/container_image',
+         'value': lab.demo_image},
+        {'op': 'add', 'path': '/instance_info/traits', 'value': [trait]}])
+    cli.node.set_provision_state(node.uuid, 'active')
+    try:
+        deadline = time.monotonic() + 120
+        while (cli.node.get(node.uuid).provision_state != 'wait call-back'
+               and time.monotonic() < deadline):
+            time.sleep(1)
+        steps = cli.node.get(node.uuid).driver_internal_info['deploy_steps']
+        ours = [s for s in steps if s['step'] == 'bmc_apply_tunables']
+        assert ours and ours[0]['args'] == {'tunables': 'thp-never'}
+    finally:
+        cli.node.set_provision_state(node.uuid, 'deleted')
+        lab_client.StateWatcher(cli, node.uuid).wait('available', 120)
+        for name in (trait, 'CUSTOM_OPERATORS_OWN'):
+            cli.deploy_template.delete(name)
