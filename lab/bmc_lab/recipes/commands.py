@@ -92,6 +92,12 @@ def add_parser(sub):
                    help="per run (default: the recipe's)")
     s.add_argument('--output-dir',
                    help='default: STATE_DIR/sweeps/NAME')
+    s.add_argument('--apply-template', metavar='CUSTOM_TRAIT',
+                   help='record the winning profile as this deploy '
+                        'template (the sweep\'s --apply-template)')
+    s.add_argument('--apply-image', metavar='GLANCE_IMAGE',
+                   help='record the winner on this Glance image (cloud '
+                        'profile; the sweep\'s --apply-image)')
     s.add_argument('--dry-run', action='store_true',
                    help='print the command only (no build, no lab)')
     _cache_arg(s)
@@ -211,7 +217,8 @@ def _sweep(args, loaded, out):
         kernels=args.kernel, repeat=args.repeat,
         output_dir=args.output_dir or recipe_sweep.output_dir(settings,
                                                               recipe),
-        timeout=args.timeout, hardware=args.hardware)
+        timeout=args.timeout, hardware=args.hardware,
+        apply_template=args.apply_template, apply_image=args.apply_image)
     cloud = CLOUD_ADMIN if settings.is_cloud else osc.NOAUTH_CLOUD
     out('$ ' + recipe_sweep.shell_line(settings, argv, cloud))
     if args.dry_run:

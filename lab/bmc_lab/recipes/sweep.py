@@ -40,12 +40,13 @@ def kernel_arg(text):
 
 def sweep_args(recipe, image, nodes, sizes=None, tunables=None, kernels=(),
                repeat=DEFAULT_REPEAT, output_dir=None, timeout=None,
-               hardware=False):
+               hardware=False, apply_template=None, apply_image=None):
     """The arguments of ``openstack`` (after ``--os-cloud``) that sweep
     ``recipe``'s image ``image`` on ``nodes``: its tunables cells (the
     baseline first) unless ``tunables``, its lab sizes (``hardware``:
     those for a real machine) unless ``sizes``, ``--metric-json`` of its
-    metric."""
+    metric; the winner recorded where ``apply_template`` / ``apply_image``
+    say."""
     if not nodes:
         raise recipes.RecipeError('no node to sweep on')
     if repeat < 1:
@@ -70,6 +71,10 @@ def sweep_args(recipe, image, nodes, sizes=None, tunables=None, kernels=(),
     args += ['--timeout', str(timeout or recipe.run_timeout)]
     if output_dir:
         args += ['--output-dir', output_dir]
+    if apply_template:
+        args += ['--apply-template', apply_template]
+    if apply_image:
+        args += ['--apply-image', apply_image]
     return args
 
 

@@ -143,6 +143,15 @@ def test_sweep_args_own_cells_and_sizes():
         '100', '200']
     assert [args[i + 1] for i, a in enumerate(args)
             if a == '--tunables'] == ['none', 'rfs']
+    assert '--apply-template' not in args
+
+
+def test_sweep_args_record_the_winner():
+    args = sweep.sweep_args(recipes.REDIS, IMAGE, ['n'],
+                            apply_template='CUSTOM_BMC_BEST_REDIS',
+                            apply_image='redis-bench')
+    assert args[-4:] == ['--apply-template', 'CUSTOM_BMC_BEST_REDIS',
+                         '--apply-image', 'redis-bench']
 
 
 @pytest.mark.parametrize('kwargs,match', [
