@@ -18,7 +18,8 @@
  * off, it says so on COM1 (115200 8n1), reads its arguments from the
  * multiboot command line (duration=SECONDS, threshold=CYCLES, repeat=N),
  * measures the time-stamp counter's rate against the PIT (channel 2,
- * gated; the ACPI PM timer where there is no PIT), runs bmc-noise's loop
+ * gated; the ACPI PM timer where there is no PIT; the median of three
+ * windows of about 55 ms), runs bmc-noise's loop
  * (noise-core.h) REPEAT times, prints each result as bmc-noise's JSON on
  * one line, and powers the machine off (ACPI S5).  Nothing interrupts
  * the loop but what the OS cannot mask: SMIs, NMIs, a hypervisor's
@@ -388,6 +389,21 @@ static int plausible(uint64_t hz)
     return hz >= 100000000ull && hz <= 20000000000ull;
 }
 
+/* The median of three calibrations: one delayed at its end (an SMI, or
+ * the host descheduling an emulated CPU) does not count. 0 if any
+ * fails. */
+static uint64_t calibrate(uint64_t (*once)(void))
+{
+    uint64_t v[3];
+    for (int i = 0; i < 3; i++) {
+        v[i] = once();
+        if (!plausible(v[i]))
+            return 0;
+    }
+    noise_sort_u64(v, 3);
+    return v[1];
+}
+
 /* --- the measurement --------------------------------------------------------- */
 
 static void measure(const struct args *a, int rdtscp, const char *clock)
@@ -434,12 +450,12 @@ static int run(const char *cmdline)
     }
     int rdtscp = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx)
         && (edx & (1u << 27));
-    tsc_hz = pit_calibrate();
-    if (!plausible(tsc_hz)) {
+    tsc_hz = calibrate(pit_calibrate);
+    if (!tsc_hz) {
         clock = "acpi-pm";
-        tsc_hz = pm_timer_calibrate();
+        tsc_hz = calibrate(pm_timer_calibrate);
     }
-    if (!plausible(tsc_hz)) {
+    if (!tsc_hz) {
         tsc_hz = 0;
         say("error no PIT and no ACPI PM timer to measure the time-stamp "
             "counter's rate against");

@@ -101,7 +101,9 @@ def test_measures_twice_and_powers_off(elf, tmp_path):
         assert set(raw['buckets']) == {'150-400', '400-2000', '2000-6000',
                                         '>6000'}
         assert raw['histogram']
-        assert 0.9 < raw['duration_s'] < 1.1
+        # The loop's cycles over the measured rate (a loaded host may
+        # skew the calibration a little).
+        assert 0.8 < raw['duration_s'] < 1.2
         # The counter's rate measured against the PIT: the host's TSC
         # under TCG, some GHz.
         assert 1e8 < raw['tsc_hz'] < 2e10
@@ -135,7 +137,7 @@ def test_threshold_and_fractional_duration(elf, tmp_path):
         'booted', 'result', 'end'], lines
     raw = json.loads(lines[1][len('result '):])
     assert raw['threshold_cycles'] == 4000
-    assert 0.2 < raw['duration_s'] < 0.3
+    assert 0.15 < raw['duration_s'] < 0.35
     assert raw['events'] < raw['samples']
 
 
