@@ -68,6 +68,10 @@ static uint64_t tsc_hz;
 
 static void serial_init(void)
 {
+    /* What the loader wrote last may still be in the FIFO, which the
+     * reset below would drop. */
+    for (uint32_t i = 0; i < 1000000 && !(inb(COM1 + 5) & 0x40); i++)
+        ;
     outb(COM1 + 1, 0x00);       /* no interrupts */
     outb(COM1 + 3, 0x80);       /* DLAB: the divisor follows */
     outb(COM1 + 0, 0x01);       /* 115200 baud */
