@@ -159,7 +159,10 @@ fi
 export DIB_BMC_AGENT_WHEELHOUSE=$WHEELS
 
 # --- bmc-noise, the cycle-level OS-noise probe, built on the host ----------
-# (Debian's gcc and glibc, as the image's; ipa_hardware_manager/native/.)
+# (Debian's gcc and glibc, as the image's; ipa_hardware_manager/native/:
+# bmc-noise.c and the measurement core it shares with the bare-metal probe
+# in unikernel/, noise-core.c and .h, all under ipa_hardware_manager/ and
+# so in $HASH.)
 NATIVE=$WORK/native-$HASH
 if [ ! -x "$NATIVE/bmc-noise" ]; then
     if [ ! -e /usr/include/stdio.h ]; then
@@ -168,7 +171,8 @@ if [ ! -x "$NATIVE/bmc-noise" ]; then
     rm -rf "$NATIVE.tmp"
     mkdir -p "$NATIVE.tmp"
     gcc -O2 -Wall -Wextra -Werror -o "$NATIVE.tmp/bmc-noise" \
-        "$ROOT/ipa_hardware_manager/native/bmc-noise.c" -lm
+        "$ROOT/ipa_hardware_manager/native/bmc-noise.c" \
+        "$ROOT/ipa_hardware_manager/native/noise-core.c"
     mv "$NATIVE.tmp" "$NATIVE"
 fi
 export DIB_BMC_AGENT_NATIVE=$NATIVE

@@ -11,7 +11,10 @@
 # under the License.
 
 """The cycle-level OS-noise probe, ``bmc-noise`` (``native/bmc-noise.c``,
-built into the agent ramdisk by the ``bmc-agent`` element).
+built into the agent ramdisk by the ``bmc-agent`` element).  Its bare-metal
+twin, ``bmc-noise-unikernel`` (``unikernel/`` at the top of the
+repository), shares its measurement core (``native/noise-core.c``) and
+prints the same JSON, which :func:`convert` reads too.
 
 An ``rdtscp``-timed loop per CPU, as the IncludeOS thesis measures: its
 floor is tens of cycles, so the thesis's 150-400, 400-2000, 2000-6000 and

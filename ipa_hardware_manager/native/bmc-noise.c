@@ -23,7 +23,9 @@
  * 150-400, 400-2000, 2000-6000 and over 6000 cycles and in a log2
  * histogram; their mean, standard deviation and 90 % confidence interval,
  * the events per second and the share of time lost (the sum of delta less
- * the floor) are computed here.  The counter's rate is measured against
+ * the floor) are computed by the measurement core it shares with the
+ * bare-metal probe, bmc-noise-unikernel (noise-core.c, unikernel/ at the
+ * top of the repository).  The counter's rate is measured against
  * CLOCK_MONOTONIC_RAW over the run.
  *
  * Output: one JSON object on stdout.  Exit 2 on bad arguments, 3 when
@@ -34,7 +36,6 @@
 #define _GNU_SOURCE
 #include <cpuid.h>
 #include <errno.h>
-#include <math.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,15 +45,11 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#define MAX_KEPT 100000
-#define HIST_BINS 64
+#include "noise-core.h"
+
 #define MAX_DURATION 30.0
 
-static const uint64_t EDGES[] = {150, 400, 2000, 6000};
-static const char *const BUCKETS[] = {"150-400", "400-2000", "2000-6000",
-                                      ">6000"};
-
-static uint64_t kept[MAX_KEPT];
+static uint64_t kept[NOISE_MAX_KEPT];
 
 static int has_tsc(void)
 {
@@ -87,58 +84,6 @@ static double now_raw(void)
     clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-struct stats {
-    uint64_t samples, events, floor, largest, lost;
-    uint64_t buckets[4];
-    uint64_t hist[HIST_BINS];
-    size_t nkept;
-    double mean, m2;            /* Welford, over the events */
-};
-
-static void account(struct stats *s, uint64_t delta, uint64_t threshold)
-{
-    s->samples++;
-    if (delta < s->floor)
-        s->floor = delta;
-    if (delta < threshold)
-        return;
-    s->events++;
-    if (delta > s->largest)
-        s->largest = delta;
-    s->lost += delta;
-    for (int i = 3; i >= 0; i--) {
-        if (delta >= EDGES[i]) {
-            s->buckets[i]++;
-            break;
-        }
-    }
-    s->hist[63 - __builtin_clzll(delta)]++;
-    if (s->nkept < MAX_KEPT)
-        kept[s->nkept++] = delta;
-    double d = (double)delta - s->mean;
-    s->mean += d / (double)s->events;
-    s->m2 += d * ((double)delta - s->mean);
-}
-
-/* The loop, once per way of reading the counter (no call in the loop). */
-#define SPIN(READ)                                                        \
-    do {                                                                  \
-        uint64_t prev = READ(), now;                                      \
-        start = prev;                                                     \
-        while (prev < end) {                                              \
-            now = READ();                                                 \
-            account(&s, now - prev, threshold);                           \
-            prev = now;                                                   \
-        }                                                                 \
-        stop = prev;                                                      \
-    } while (0)
 
 static void usage(const char *name)
 {
@@ -223,62 +168,28 @@ int main(int argc, char **argv)
         ;
     double hz_guess = (read_fenced() - c0) / (now_raw() - t0);
 
-    struct stats s;
-    memset(&s, 0, sizeof(s));
-    s.floor = UINT64_MAX;
+    struct noise_stats s;
+    noise_init(&s, kept, NOISE_MAX_KEPT);
     uint64_t start, stop;
     double w0 = now_raw();
     uint64_t end = read_fenced() + (uint64_t)(duration * hz_guess);
     if (rdtscp)
-        SPIN(read_rdtscp);
+        NOISE_SPIN(read_rdtscp, &s, threshold, end, start, stop);
     else
-        SPIN(read_fenced);
+        NOISE_SPIN(read_fenced, &s, threshold, end, start, stop);
     double elapsed = now_raw() - w0;
     uint64_t cycles = stop - start;
-    double hz = elapsed > 0 ? cycles / elapsed : hz_guess;
-    if (s.floor == UINT64_MAX)
-        s.floor = 0;
-    double lost = (double)s.lost - (double)s.floor * (double)s.events;
-    double stddev = s.events > 1 ? sqrt(s.m2 / (double)(s.events - 1)) : 0;
-    double half = s.events > 1 ? 1.6449 * stddev / sqrt((double)s.events)
-                               : 0;
-    uint64_t median = 0, p99 = 0;
-    if (s.nkept) {
-        qsort(kept, s.nkept, sizeof(kept[0]), cmp_u64);
-        median = kept[s.nkept / 2];
-        p99 = kept[(size_t)(0.99 * s.nkept) < s.nkept
-                   ? (size_t)(0.99 * s.nkept) : s.nkept - 1];
-    }
-
-    printf("{\"cpu\": %ld, \"method\": \"%s\", \"tsc_hz\": %.0f, "
-           "\"duration_s\": %.3f, \"samples\": %llu, \"floor_cycles\": %llu, "
-           "\"threshold_cycles\": %llu, \"events\": %llu, "
-           "\"events_per_s\": %.2f, \"lost_share\": %.6f, "
-           "\"largest_cycles\": %llu, \"median_cycles\": %llu, "
-           "\"p99_cycles\": %llu, \"mean_cycles\": %.1f, "
-           "\"stddev_cycles\": %.1f, \"ci90_cycles\": [%.1f, %.1f], "
-           "\"buckets\": {",
-           cpu, rdtscp ? "rdtscp" : "lfence-rdtsc", hz, elapsed,
-           (unsigned long long)s.samples, (unsigned long long)s.floor,
-           (unsigned long long)threshold, (unsigned long long)s.events,
-           elapsed > 0 ? s.events / elapsed : 0.0,
-           cycles ? (lost > 0 ? lost : 0) / (double)cycles : 0.0,
-           (unsigned long long)s.largest, (unsigned long long)median,
-           (unsigned long long)p99, s.mean, stddev, s.mean - half,
-           s.mean + half);
-    for (int i = 0; i < 4; i++)
-        printf("%s\"%s\": %llu", i ? ", " : "", BUCKETS[i],
-               (unsigned long long)s.buckets[i]);
-    printf("}, \"histogram\": [");
-    int first = 1;
-    for (int k = 0; k < HIST_BINS; k++) {
-        if (!s.hist[k])
-            continue;
-        printf("%s[%llu, %llu]", first ? "" : ", ",
-               (unsigned long long)(1ULL << k),
-               (unsigned long long)s.hist[k]);
-        first = 0;
-    }
-    printf("]}\n");
+    struct noise_run run = {
+        .cpu = (unsigned long)cpu,
+        .method = rdtscp ? "rdtscp" : "lfence-rdtsc",
+        .clock = NULL,
+        .threshold = threshold,
+        .cycles = cycles,
+        .tsc_hz = elapsed > 0 ? cycles / elapsed : hz_guess,
+        .duration_s = elapsed,
+    };
+    static char json[NOISE_JSON_MAX];
+    noise_report(&s, &run, json, sizeof(json));
+    printf("%s\n", json);
     return 0;
 }

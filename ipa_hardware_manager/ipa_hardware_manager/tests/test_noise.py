@@ -21,22 +21,45 @@ from ipa_hardware_manager import noise
 from ipa_hardware_manager import noise_native
 from ipa_hardware_manager import steps_tunables
 
-SOURCE = os.path.join(os.path.dirname(__file__), '..', '..', 'native',
-                      'bmc-noise.c')
+NATIVE = os.path.join(os.path.dirname(__file__), '..', '..', 'native')
+#: bmc-noise and the measurement core it shares with bmc-noise-unikernel.
+SOURCES = [os.path.join(NATIVE, 'bmc-noise.c'),
+           os.path.join(NATIVE, 'noise-core.c')]
 
 
-@pytest.fixture(scope='module')
-def bmc_noise(tmp_path_factory):
-    """bmc-noise built from its source, as the element builds it."""
+def _gcc():
     if platform.machine() != 'x86_64':
         pytest.skip('bmc-noise is x86-64 only')
     gcc = shutil.which('gcc')
     if gcc is None:
         pytest.skip('no gcc to build bmc-noise')
+    return gcc
+
+
+@pytest.fixture(scope='module')
+def bmc_noise(tmp_path_factory):
+    """bmc-noise built from its source, as the element builds it."""
+    gcc = _gcc()
     path = str(tmp_path_factory.mktemp('native') / 'bmc-noise')
-    subprocess.run([gcc, '-O2', '-Wall', '-Wextra', '-Werror', '-o', path,
-                    SOURCE, '-lm'], check=True)
+    subprocess.run([gcc, '-O2', '-Wall', '-Wextra', '-Werror', '-o', path]
+                   + SOURCES, check=True)
     return path
+
+
+def test_noise_core_against_libc(tmp_path):
+    """The core's formatter, square root, division and sort (no libc in
+    it, for the unikernel) give what printf, sqrt, / and qsort give."""
+    gcc = _gcc()
+    path = str(tmp_path / 'test-noise-core')
+    subprocess.run([gcc, '-O2', '-Wall', '-Wextra', '-Werror', '-I', NATIVE,
+                    '-o', path, os.path.join(NATIVE, 'tests',
+                                             'test-noise-core.c'),
+                    os.path.join(NATIVE, 'noise-core.c'), '-lm'], check=True)
+    out = subprocess.run([path], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].endswith(' passed, 0 failed')
+    report = noise_native.parse(out.stdout.splitlines()[0])
+    assert report['cycles']['counter'] == 'rdtscp'
 
 
 def fake_clock(gaps, start=1000):
