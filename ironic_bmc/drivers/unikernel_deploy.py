@@ -27,6 +27,7 @@ Everything that needs an agent is refused at validate
 (:mod:`ironic_bmc.unikernel_info`).
 """
 
+from ironic.common import boot_modes
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.common import states
@@ -34,6 +35,7 @@ from ironic.conductor import periodics
 from ironic.conductor import utils as manager_utils
 from ironic.conf import CONF
 from ironic.drivers import base
+from ironic.drivers.modules import boot_mode_utils
 from oslo_log import log
 
 from ironic_bmc.drivers import energy
@@ -67,6 +69,13 @@ class UnikernelDeploy(base.DeployInterface):
                   'boot_interface=ipxe.')
                 % {'node': task.node.uuid,
                    'boot': task.node.boot_interface})
+        if boot_mode_utils.get_boot_mode(task.node) == boot_modes.UEFI:
+            raise exception.InvalidParameterValue(
+                _('The unikernel deploy interface boots multiboot (v1) '
+                  'images, which iPXE\'s EFI build cannot: node %(node)s '
+                  'boots in UEFI mode. Set its boot mode to bios '
+                  '(properties/capabilities boot_mode:bios).')
+                % {'node': task.node.uuid})
         unikernel_console.path(task.node)
         unikernel_info.parse(task.node)
 

@@ -27,7 +27,7 @@ from bmc_lab import settings as lab_settings
 #: Interfaces the lab enables.  ``fake-hardware`` is kept for API tests.
 HARDWARE_TYPES = ['container-ipmi', 'container-wol', 'ipmi',
                   'fake-hardware']
-DEPLOY_INTERFACES = ['container', 'ramdisk', 'direct', 'fake']
+DEPLOY_INTERFACES = ['container', 'unikernel', 'ramdisk', 'direct', 'fake']
 #: Agent boot files of container deploys (see bmc_lab.agent).
 AGENT_KERNEL = 'agent.kernel'
 AGENT_RAMDISK = 'agent.initramfs'
@@ -117,6 +117,9 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
             # The boot section splits firmware from the boot-file
             # downloads (the lab's nginx logs $msec $request_time).
             'boot_http_log': settings.log('nginx-access.log'),
+            # libvirt's file console of each node (bmc_lab.nodes): what
+            # the unikernel deploy reads.
+            'console_log_template': settings.log('{node_name}.console.log'),
             # Every registry on loopback (the lab's, and the tests' own):
             # the lab's own network, listed as an operator lists its
             # internal registries (loopback is refused otherwise).

@@ -78,6 +78,7 @@ class UnikernelTestCase(db_base.DbTestCase):
             deploy_interface='unikernel', boot_interface='ipxe',
             network_interface='noop', power_interface='fake',
             vendor_interface='container',
+            properties={'capabilities': 'boot_mode:bios'},
             provision_state=states.DEPLOYING,
             target_provision_state=states.ACTIVE,
             instance_info={protocol.II_UNIKERNEL: IMAGE,
@@ -163,6 +164,14 @@ class InfoTestCase(UnikernelTestCase):
         with task_manager.acquire(self.context, self.node.uuid) as task:
             self.assertRaisesRegex(
                 exception.InvalidParameterValue, 'console_log_template',
+                task.driver.deploy.validate, task)
+
+    def test_uefi_nodes_are_refused(self):
+        self.node.properties = {'capabilities': 'boot_mode:uefi'}
+        self.node.save()
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            self.assertRaisesRegex(
+                exception.InvalidParameterValue, 'UEFI mode',
                 task.driver.deploy.validate, task)
 
     def test_a_node_name_that_is_not_a_file_name_is_refused(self):

@@ -28,7 +28,10 @@
 * a job with the ``low-noise`` profile on the NodeOS partitions: the
   services on CPU 0, the workload's cgroup owning CPU 1, as the agent
   read them back and as the workload itself sees them; the cycle-level
-  noise probe (``bmc-noise``) before and after the profile, on each CPU.
+  noise probe (``bmc-noise``) before and after the profile, on each CPU;
+  then the noise unikernel on the same node (the unikernel deploy
+  interface: no agent, its result read on the serial console), and the
+  three in one table (``openstack baremetal container noise``).
 
 The node has two vCPUs, so that the partitions have a CPU each.
 
@@ -58,7 +61,9 @@ from bmc_lab.fidelity import images as fidelity_images
 from bmc_lab.fidelity import views as fidelity
 from bmc_lab import logcursor
 from bmc_lab import nodes
+from bmc_lab import unikernel_job
 from ironic_bmc_client import charts
+from ironic_bmc_client import noise_table
 
 INSIDE = b"""#!/bin/sh
 echo "pid=$$"
@@ -274,6 +279,10 @@ def test_confined_job_ended_at_its_walltime(lab):
     container_job.undeploy(lab)
 
 
+#: The node of the noise comparison (Linux, then the unikernel).
+NOISE_NODE = 0
+
+
 def lab_image(lab):
     return container_job.push_demo_image(lab)
 
@@ -282,10 +291,10 @@ def lab_image(lab):
 def low_noise_run(lab):
     image = fidelity_images.push(lab, PARTITIONS_JOB,
                                  repo='bmc/runtime-partitions')
-    container_job.deploy(lab, image, extra={
+    container_job.deploy(lab, image, index=NOISE_NODE, extra={
         protocol.II_TUNABLES: 'low-noise', protocol.II_NOISE_PROBE: 1})
-    report = container_job.wait_report(lab)
-    container_job.undeploy(lab)
+    report = container_job.wait_report(lab, index=NOISE_NODE)
+    container_job.undeploy(lab, index=NOISE_NODE)
     return report
 
 
@@ -332,3 +341,44 @@ def test_low_noise_job_on_the_nodeos_partitions(lab, low_noise_run):
 def test_low_noise_process_view_as_under_docker(lab, low_noise_run):
     """Case e (USER 1000:1000, no PATH in the image)."""
     _fidelity(PARTITIONS_JOB, low_noise_run['output_tail'])
+
+
+@pytest.fixture(scope='module')
+def unikernel_run(lab, low_noise_run):
+    """The noise unikernel on the node the low-noise job ran on, after
+    it (operator: the unikernel deploy interface, no agent)."""
+    return unikernel_job.run(lab, 'duration=2 repeat=1',
+                             index=NOISE_NODE)
+
+
+def test_noise_of_linux_and_of_the_unikernel_on_one_node(
+        lab, low_noise_run, unikernel_run):
+    report = unikernel_run
+    assert report['state'] == 'finished', (report['error'],
+                                           report['output_tail'])
+    assert report['kind'] == 'unikernel'
+    assert report['workload_exit_code'] == 0
+    assert [s['name'] for s in report['stages']] == [
+        protocol.STAGE_POWER_ON, protocol.STAGE_WORKLOAD_STARTED,
+        protocol.STAGE_WORKLOAD_EXITED, protocol.STAGE_POWERED_OFF]
+    # The BMC's power readings cover the run; RAPL needs the agent.
+    assert report['energy'].get('available') is not False, report['energy']
+    assert 'no agent' in report['energy']['rapl']['reason']
+    (uk,) = report['noise']['unikernel']['noise']['cpus']
+    assert uk['cpu'] == 0
+    assert uk['cycles']['counter'].startswith('bmc-noise-unikernel')
+    assert uk['cycles']['tsc_hz'] > 1e8, uk
+    assert sum(n for _lo, n in uk['cycles']['histogram']) == (
+        uk['interruptions']), uk
+    # One table: Linux before the low-noise profile, after it, and no
+    # operating system at all, on the same node.
+    assert report['node'] == low_noise_run['node']
+    columns, rows = noise_table.table([low_noise_run, report])
+    table = [dict(zip(columns, row, strict=True)) for row in rows]
+    print('\n' + '\n'.join(' | '.join(str(v) for v in row)
+                           for row in [columns] + rows))
+    assert {(r['probe'], r['cpu']) for r in table} == {
+        ('before-tunables', 0), ('before-tunables', 1),
+        ('after-tunables', 0), ('after-tunables', 1), ('unikernel', 0)}
+    assert noise_table.chart([low_noise_run, report]).startswith(
+        b'\x89PNG')
