@@ -180,15 +180,7 @@ def prepare(task, ramdisk_params, extra_kernel_args=(), pxe_boot=True):
         the iPXE script was rendered with (a kexec boots the same).
     """
     node = task.node
-    pxe_utils.create_ipxe_boot_script()
-    # As Ironic's own iPXE boot does (pxe_base.prepare_ramdisk): the DHCP
-    # provider (neutron, dnsmasq; "none" where DHCP is not Ironic's to
-    # manage) hands the node the iPXE script, for IPv4 and IPv6.
-    dhcp_opts = []
-    for ip_version in (4, 6):
-        dhcp_opts += pxe_utils.dhcp_options_for_instance(
-            task, ipxe_enabled=True, ip_version=ip_version)
-    dhcp_factory.DHCPFactory().update_dhcp(task, dhcp_opts)
+    ipxe_dhcp(task)
     images = boot_images(task)
     options = pxe_utils.build_pxe_config_options(
         task, images, ipxe_enabled=True, ramdisk_params=ramdisk_params)
@@ -204,6 +196,18 @@ def prepare(task, ramdisk_params, extra_kernel_args=(), pxe_boot=True):
     if pxe_boot:
         set_pxe_boot(task)
     return images, options
+
+
+def ipxe_dhcp(task):
+    """As Ironic's own iPXE boot does (pxe_base.prepare_ramdisk): the
+    DHCP provider (neutron, dnsmasq; "none" where DHCP is not Ironic's to
+    manage) hands the node the iPXE script, for IPv4 and IPv6."""
+    pxe_utils.create_ipxe_boot_script()
+    dhcp_opts = []
+    for ip_version in (4, 6):
+        dhcp_opts += pxe_utils.dhcp_options_for_instance(
+            task, ipxe_enabled=True, ip_version=ip_version)
+    dhcp_factory.DHCPFactory().update_dhcp(task, dhcp_opts)
 
 
 def set_pxe_boot(task):

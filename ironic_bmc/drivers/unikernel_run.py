@@ -24,7 +24,6 @@ import os
 import threading
 import time
 
-from ironic.common import dhcp_factory
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.common import pxe_utils
@@ -63,12 +62,7 @@ def images(task, info):
 def stage_boot(task, info):
     """The image in the node's HTTP directory, the iPXE script that boots
     it, the DHCP options, network boot."""
-    pxe_utils.create_ipxe_boot_script()
-    dhcp_opts = []
-    for ip_version in (4, 6):
-        dhcp_opts += pxe_utils.dhcp_options_for_instance(
-            task, ipxe_enabled=True, ip_version=ip_version)
-    dhcp_factory.DHCPFactory().update_dhcp(task, dhcp_opts)
+    boot_files.ipxe_dhcp(task)
     files = images(task, info)
     boot_files.cache_boot_files(task, files)
     options = {

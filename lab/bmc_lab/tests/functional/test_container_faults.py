@@ -208,6 +208,24 @@ def test_refused_at_validate(lab, node, key, value, expected):
     assert cli.node.get(node.uuid).provision_state == 'available'
 
 
+def _tunables_step_args(cli, node):
+    """Deploy ``node``; the arguments of the tunables step in the step
+    list Ironic computed (read while the node waits for its agent, which
+    never comes); the node undeployed after."""
+    cli.node.set_provision_state(node.uuid, 'active')
+    try:
+        deadline = time.monotonic() + 120
+        while (cli.node.get(node.uuid).provision_state != 'wait call-back'
+               and time.monotonic() < deadline):
+            time.sleep(1)
+        steps = cli.node.get(node.uuid).driver_internal_info['deploy_steps']
+        ours = [s for s in steps if s['step'] == 'bmc_apply_tunables']
+        return ours[0]['args'] if ours else None
+    finally:
+        cli.node.set_provision_state(node.uuid, 'deleted')
+        lab_client.StateWatcher(cli, node.uuid).wait('available', 120)
+
+
 def test_deploy_template_selects_tunables(lab, node):
     """A flavor trait selects a tunables profile through a deploy template.
 
@@ -229,18 +247,9 @@ def test_deploy_template_selects_tunables(lab, node):
          'value': lab.demo_image},
         {'op': 'add', 'path': '/instance_info/traits',
          'value': ['CUSTOM_THP_NEVER']}])
-    cli.node.set_provision_state(node.uuid, 'active')
     try:
-        deadline = time.monotonic() + 120
-        while (cli.node.get(node.uuid).provision_state != 'wait call-back'
-               and time.monotonic() < deadline):
-            time.sleep(1)
-        steps = cli.node.get(node.uuid).driver_internal_info['deploy_steps']
-        ours = [s for s in steps if s['step'] == 'bmc_apply_tunables']
-        assert ours and ours[0]['args'] == {'tunables': 'thp-never'}
+        assert _tunables_step_args(cli, node) == {'tunables': 'thp-never'}
     finally:
-        cli.node.set_provision_state(node.uuid, 'deleted')
-        lab_client.StateWatcher(cli, node.uuid).wait('available', 120)
         cli.deploy_template.delete('CUSTOM_THP_NEVER')
 
 
@@ -275,17 +284,8 @@ def test_sweep_winner_recorded_as_a_template_selects_it(lab, node):
         {'op': 'add', 'path': '/instance_info/container_image',
          'value': lab.demo_image},
         {'op': 'add', 'path': '/instance_info/traits', 'value': [trait]}])
-    cli.node.set_provision_state(node.uuid, 'active')
     try:
-        deadline = time.monotonic() + 120
-        while (cli.node.get(node.uuid).provision_state != 'wait call-back'
-               and time.monotonic() < deadline):
-            time.sleep(1)
-        steps = cli.node.get(node.uuid).driver_internal_info['deploy_steps']
-        ours = [s for s in steps if s['step'] == 'bmc_apply_tunables']
-        assert ours and ours[0]['args'] == {'tunables': 'thp-never'}
+        assert _tunables_step_args(cli, node) == {'tunables': 'thp-never'}
     finally:
-        cli.node.set_provision_state(node.uuid, 'deleted')
-        lab_client.StateWatcher(cli, node.uuid).wait('available', 120)
         for name in (trait, 'CUSTOM_OPERATORS_OWN'):
             cli.deploy_template.delete(name)
