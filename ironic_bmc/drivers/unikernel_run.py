@@ -167,11 +167,12 @@ def _run_of(context, node_uuid, deploy_id):
         with task_manager.acquire(context, node_uuid, shared=True,
                                   purpose='unikernel run watch') as task:
             run = task.node.driver_internal_info.get(RUN_KEY)
+            deploying = task.node.provision_state in (states.DEPLOYING,
+                                                      states.DEPLOYWAIT)
     except exception.NodeNotFound:
         return False
     if not run:
-        return None if task.node.provision_state in (
-            states.DEPLOYING, states.DEPLOYWAIT) else False
+        return None if deploying else False
     return run if run['deploy_id'] == deploy_id else False
 
 

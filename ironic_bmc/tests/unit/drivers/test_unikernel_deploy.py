@@ -319,6 +319,27 @@ class DeployTestCase(UnikernelTestCase):
         self.assertEqual('finished', report['state'])
         self.assertFalse(unikernel_run.watched(deploy_id))
 
+    def test_the_watcher_waits_for_the_deploy_to_save_the_run(self):
+        # Started by the deploy step, before Ironic saves the node: the
+        # first looks find no run while the node is DEPLOYING.
+        self.useFixture(fixtures.MockPatchObject(unikernel_run, 'POLL',
+                                                 0.01))
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            task.driver.deploy.deploy(task)
+            deploy_id = run_report.get(task.node)['deploy_id']
+            thread = REAL_WATCH(self.context, self.node.uuid, deploy_id)
+            time.sleep(0.1)
+            self.assertTrue(thread.is_alive())
+            task.node.save()
+        self._print(GOOD)
+        thread.join(10)
+        self.assertFalse(thread.is_alive())
+        self.node.refresh()
+        report = run_report.get(self.node)
+        self.assertEqual('finished', report['state'])
+        stages = {s['name']: s for s in report['stages']}
+        self.assertIn(protocol.STAGE_WORKLOAD_EXITED, stages)
+
     def test_energy_is_sampled_over_the_booted_to_end_window(self):
         self.config(power_sampling=True, group='container')
         finish = self.useFixture(fixtures.MockPatchObject(

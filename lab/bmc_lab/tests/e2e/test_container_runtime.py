@@ -361,6 +361,11 @@ def test_noise_of_linux_and_of_the_unikernel_on_one_node(
     assert [s['name'] for s in report['stages']] == [
         protocol.STAGE_POWER_ON, protocol.STAGE_WORKLOAD_STARTED,
         protocol.STAGE_WORKLOAD_EXITED, protocol.STAGE_POWERED_OFF]
+    # Timed at the console's lines as they came: the 2-second probe
+    # between "booted" and "end".
+    stages = {s['name']: s for s in report['stages']}
+    assert (stages[protocol.STAGE_WORKLOAD_EXITED]['end']
+            - stages[protocol.STAGE_WORKLOAD_STARTED]['end']) >= 2.0, stages
     # The BMC's power readings cover the run; RAPL needs the agent.
     assert report['energy'].get('available') is not False, report['energy']
     assert 'no agent' in report['energy']['rapl']['reason']
