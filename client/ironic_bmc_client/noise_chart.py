@@ -37,7 +37,7 @@ def series(report):
     return found
 
 
-def render(report, fmt='png'):
+def render(report, fmt='png', summary=None):
     """The histogram as ``fmt`` bytes.
 
     :raises charts.ChartUnavailable: no cycle-level probe in the report.
@@ -75,7 +75,7 @@ def render(report, fmt='png'):
     ax.set_axisbelow(True)
     ax.legend(loc='upper right', fontsize=7.5, frameon=False)
     first = lines[0][1]['cycles']
-    charts._title(ax, 'OS noise', report, '%s at %.2f GHz, floor %d '
-                  'cycles' % (first['counter'], first['tsc_hz'] / 1e9,
-                              first['floor']))
+    charts._title(ax, 'OS noise', report, summary or (
+        '%s at %.2f GHz, floor %d cycles' % (
+            first['counter'], first['tsc_hz'] / 1e9, first['floor'])))
     return charts._render(fig, fmt)

@@ -75,6 +75,12 @@ def table(reports):
     return COLUMNS, [row for report in reports for row in rows(report)]
 
 
+def _short(report):
+    """A run's name in a chart's legend: its id and what ran."""
+    what = 'unikernel' if report.get('kind') == 'unikernel' else 'Linux'
+    return '%s %s' % ((report.get('deploy_id') or '?')[:8], what)
+
+
 def combined(reports):
     """One report-like mapping whose ``noise`` holds every run's probes,
     labelled by run: what :func:`noise_chart.render` draws in one
@@ -82,10 +88,29 @@ def combined(reports):
     noise = {}
     for report in reports:
         for label, result in (report.get('noise') or {}).items():
-            noise['%s %s: %s' % ((report.get('deploy_id') or '')[:8],
-                                 system(report), label)] = result
-    return {'deploy_id': ', '.join(r.get('deploy_id') or '?'
-                                   for r in reports), 'noise': noise}
+            name = _short(report)
+            noise[name if label == 'unikernel' else '%s %s' % (
+                name, label)] = result
+    nodes = sorted({r.get('node_name') or r.get('node') or '?'
+                    for r in reports})
+    return {'deploy_id': '%d runs' % len(reports),
+            'node_name': ', '.join(nodes), 'noise': noise}
+
+
+def _floors(reports):
+    """The counter's floor of each run: what the chart's subtitle says."""
+    floors = []
+    for report in reports:
+        for result in (report.get('noise') or {}).values():
+            result = (result or {}).get('noise', result) or {}
+            cycles = [(c.get('cycles') or {}) for c in result.get('cpus')
+                      or ()]
+            found = sorted({c['floor'] for c in cycles if 'floor' in c})
+            if found:
+                floors.append('%s %s' % (_short(report), '/'.join(
+                    str(f) for f in found)))
+                break
+    return 'loop floors (cycles): ' + ', '.join(floors)
 
 
 def chart(reports, fmt='png'):
@@ -93,4 +118,5 @@ def chart(reports, fmt='png'):
 
     :raises charts.ChartUnavailable: no run has a cycle-level probe.
     """
-    return noise_chart.render(combined(reports), fmt)
+    return noise_chart.render(combined(reports), fmt,
+                              summary=_floors(reports))
