@@ -44,6 +44,7 @@ from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import agent_replies
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
+from ironic_bmc.drivers import node_boot
 from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import stream_report
@@ -257,7 +258,9 @@ def close(task):
             refused = collect(task, report)
     t_off = time.time()
     if node.power_state != states.POWER_OFF:
-        manager_utils.node_power_action(task, states.POWER_OFF)
+        # (A failed deploy's clean-up runs before DEPLOYFAIL: its reason
+        # must outlive the power action.)
+        node_boot.power_off_keeping_error(task)
     if state == 'deploying':
         # A deploy that failed or was aborted; Ironic has recorded why in
         # last_error (node history) before cleaning up.

@@ -850,6 +850,11 @@ class CleanUpTestCase(ContainerDeployTestCase):
             task.node.save()
         mock_power.side_effect = power
         self.node.power_state = states.POWER_ON
+        # The deploy step had begun the run's report (state deploying):
+        # clean_up closes it first, and powers off there.
+        self.node.set_driver_internal_info(
+            run_report.INTERNAL_KEY,
+            run_report.new(self.node, deploy_info.parse(self.node)))
         self.node.save()
         with task_manager.acquire(self.context, self.node.uuid) as task:
             container_deploy.manager_utils.deploying_error_handler(
@@ -860,6 +865,9 @@ class CleanUpTestCase(ContainerDeployTestCase):
         self.assertEqual(states.DEPLOYFAIL, self.node.provision_state)
         self.assertEqual(states.POWER_OFF, self.node.power_state)
         self.assertIn('refused access', self.node.last_error)
+        report = run_report.get(self.node)
+        self.assertEqual('failed', report['state'])
+        self.assertIn('refused access', report['error'])
 
 
 @mock.patch.object(container_deploy.manager_utils, 'node_power_action',
