@@ -36,6 +36,10 @@ from bmc_common import protocol
 #: What a node name may be to be put into a path.
 SAFE_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*$')
 MAX_LINE = 64 * 1024
+#: Most results and error lines a run keeps (they go into the report,
+#: which Ironic stores with the node); the rest count as bad lines.
+MAX_RESULTS = 64
+MAX_ERRORS = 16
 END_RE = re.compile(r'^rc=(-?\d{1,4})$')
 
 
@@ -114,9 +118,11 @@ def parse(text):
             console.bad_lines += 1
         elif word == protocol.UNIKERNEL_BOOTED:
             console.booted = True
-        elif word == protocol.UNIKERNEL_RESULT:
+        elif word == protocol.UNIKERNEL_RESULT and (
+                len(console.results) < MAX_RESULTS):
             _result(console, rest)
-        elif word == protocol.UNIKERNEL_ERROR:
+        elif word == protocol.UNIKERNEL_ERROR and (
+                len(console.errors) < MAX_ERRORS):
             console.errors.append(rest[:500])
         elif word == protocol.UNIKERNEL_END and END_RE.match(rest):
             console.exit_code = int(END_RE.match(rest).group(1))

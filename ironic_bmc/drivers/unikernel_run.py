@@ -53,10 +53,14 @@ _seen = {}
 _seen_lock = threading.Lock()
 
 
+def _path(node):
+    """Where the image is cached, in the node's HTTP directory."""
+    return pxe_utils.get_file_path_from_label(node.uuid,
+                                              CONF.deploy.http_root, LABEL)
+
+
 def images(task, info):
-    node = task.node
-    return {LABEL: (info.image, pxe_utils.get_file_path_from_label(
-        node.uuid, CONF.deploy.http_root, LABEL))}
+    return {LABEL: (info.image, _path(task.node))}
 
 
 def stage_boot(task, info):
@@ -75,11 +79,9 @@ def stage_boot(task, info):
     boot_files.set_pxe_boot(task)
 
 
-def clean_boot(task, info=None):
-    node = task.node
-    files = {LABEL: (None, pxe_utils.get_file_path_from_label(
-        node.uuid, CONF.deploy.http_root, LABEL))}
-    pxe_utils.clean_up_pxe_env(task, files, ipxe_enabled=True)
+def clean_boot(task):
+    pxe_utils.clean_up_pxe_env(task, {LABEL: (None, _path(task.node))},
+                               ipxe_enabled=True)
 
 
 def start(task, info, report):
@@ -130,7 +132,7 @@ def watched(deploy_id):
 
 
 def _watch(context, node_uuid, deploy_id):
-    run = None
+    run = last_size = None
     try:
         while True:
             if run is None:
@@ -139,7 +141,13 @@ def _watch(context, node_uuid, deploy_id):
                 if run is False:
                     return
             if run:
-                if _look(run, deploy_id) or time.time() > run['deadline']:
+                size = unikernel_console.mark(run['console'])
+                # The console is read again only when it grew (or was
+                # rotated): a quiet run costs a stat per poll.
+                if size != last_size and _look(run, deploy_id):
+                    break
+                last_size = size
+                if time.time() > run['deadline']:
                     break
             time.sleep(POLL)
         for _attempt in range(40):
