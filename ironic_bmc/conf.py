@@ -314,6 +314,40 @@ opts = [
     cfg.IntOpt('console_read_max_kb', default=4096, min=64,
                help='Most of a node\'s console one unikernel run reads '
                     '(KiB); the rest is not read.'),
+    cfg.StrOpt('kernel_build_dir',
+               default='/var/lib/ironic/bmc-kernel-builds',
+               help='Where this conductor builds kernels (the kernel_build '
+                    'vendor method): unpacked sources, one directory per '
+                    'build with its log and config.  A build needs a few '
+                    'GiB while it runs; its object tree is deleted when it '
+                    'ends.'),
+    cfg.ListOpt('kernel_source_dirs', default=['/usr/src'],
+                help='Directories of the Linux source tarballs a kernel '
+                     'build may use (e.g. Debian\'s linux-source-6.1 puts '
+                     'linux-source-6.1.tar.xz in /usr/src).  A build '
+                     'names a file here, never a path.'),
+    cfg.ListOpt('kernel_config_dirs', default=[],
+                help='Directories of the operator\'s kernel config '
+                     'fragments (<name>.config, applied on top of "make '
+                     'tinyconfig"), looked up before the fragments this '
+                     'package ships (bmc-node).'),
+    cfg.IntOpt('kernel_build_timeout', default=7200, min=60,
+               help='Seconds a kernel build may compile before it is '
+                    'killed and fails (the wait for a build slot does '
+                    'not count).'),
+    cfg.IntOpt('kernel_build_workers', default=1, min=1, max=16,
+               help='Kernel builds that compile at once on this '
+                    'conductor host; the others queue.'),
+    cfg.IntOpt('kernel_build_jobs', default=0, min=0,
+               help='"make -j" of a kernel build; 0: the host\'s CPU '
+                    'count.'),
+    cfg.IntOpt('kernel_build_min_free_gb', default=8, min=0,
+               help='A kernel build does not start with less free disk '
+                    'than this (GiB) in kernel_build_dir.'),
+    cfg.IntOpt('kernel_profile_max_mb', default=256, min=1,
+               help='Largest gcov profile a profiling run '
+                    '(container_kernel_profile=gcov) may bring back from '
+                    'its node (MiB, uncompressed).'),
 ]
 
 

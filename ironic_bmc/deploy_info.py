@@ -32,6 +32,7 @@ from ironic_bmc import stream_cache
 from ironic_bmc.image import egress
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import reference
+from ironic_bmc.kernel import run_profile
 
 
 #: (The start-workload step's arguments: start_args.)
@@ -68,6 +69,8 @@ class ContainerInfo:
     rlimits: dict = None
     #: Absolute paths inside the container returned with the report.
     results: list = dataclasses.field(default_factory=list)
+    #: container_kernel_profile (operator-only): "gcov", or None.
+    kernel_profile: str = None
 
 
 def _json_value(key, value, kind, label=None):
@@ -264,6 +267,7 @@ def parse(node):
         stream_cache.bytes_of(node, result.stream_cache,
                            label(protocol.II_STREAM_CACHE))
     _run_limits(info, label, result)
+    result.kernel_profile = run_profile.requested(node, info)
     if info.get(protocol.II_RESULTS) not in (None, ''):
         result.results = _results(info[protocol.II_RESULTS],
                                   label(protocol.II_RESULTS))

@@ -33,6 +33,10 @@ from ironic_bmc.drivers import agent_replies
 from ironic_bmc import run_store
 
 
+#: A profiling run's kernel profile (see ironic_bmc.kernel.run_profile).
+KERNEL_PROFILE_SUFFIX = '.kernel-profile.tar'
+
+
 def _base(node_uuid, deploy_id):
     return os.path.join(CONF.container.report_dir, node_uuid, deploy_id)
 
@@ -213,7 +217,8 @@ def prune(max_age_days, now=None):
             except (OSError, ValueError):
                 project = None
             for path in (base + '.json', base + '.output.log',
-                         base + run_store.POWER_SUFFIX):
+                         base + run_store.POWER_SUFFIX,
+                         base + KERNEL_PROFILE_SUFFIX):
                 try:
                     os.remove(path)
                 except FileNotFoundError:

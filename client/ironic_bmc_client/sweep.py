@@ -43,7 +43,7 @@ RUN_FIELDS = ('kernel', 'profile', 'size', 'repeat', 'node', 'deploy_id',
               'state', 'exit_code', 'metric', 'workload_s', 't_ready_s',
               'boot_s', 'bmc_joules_run', 'bmc_joules_workload',
               'rapl_joules_workload', 'work', 'seconds_per_unit',
-              'joules_per_unit', 'error')
+              'joules_per_unit', 'uname_v', 'error')
 #: What a cell's summary holds, in order.
 CELL_FIELDS = ('kernel', 'profile', 'size', 'runs', 'ok', 'metric_median',
                'metric_min', 'metric_max', 'workload_s', 't_ready_s',
@@ -207,6 +207,8 @@ def record(report, cell, repeat, metric, error=None):
         'seconds_per_unit': workload / work if workload is not None
         else None,
         'joules_per_unit': joules / work if joules is not None else None,
+        'uname_v': ((report.get('boot') or {}).get('kernel_booted')
+                    or {}).get('version'),
         'error': error or report.get('error')}
     return row
 

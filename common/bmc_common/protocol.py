@@ -72,6 +72,11 @@ II_CONFIGDRIVE_OPTIONAL = 'container_configdrive_optional'
 #: the configdrive of the deploy, Nova's or the one ``openstack baremetal
 #: node deploy --config-drive`` gives.
 CONFIGDRIVE_KEY = 'configdrive'
+II_KERNEL_PROFILE = 'container_kernel_profile'
+"""Operator-only: ``gcov`` profiles the kernel during the workload (the
+node must boot a kernel of the gcov build variant); the run keeps the
+profile, from which a pgo kernel build is made."""
+KERNEL_PROFILES = ('gcov',)
 
 ROOTFS_RAMFS = 'ramfs'
 ROOTFS_NFS = 'nfs'
@@ -122,7 +127,9 @@ args: ``command`` (list of str, required), ``env`` (dict), ``workdir``
 are bound read-only at CONFIGDRIVE_PATH, it is attached as a read-only
 loop device labelled ``config-2``, and with ``authorized_keys`` the
 public keys of its meta_data.json are added to the root's
-``/root/.ssh/authorized_keys``).  Returns ``{"pid": int, "started":
+``/root/.ssh/authorized_keys``), ``kernel_profile`` (``"gcov"``: the
+kernel's gcov counters are reset just before the runtime starts; see
+STEP_COLLECT_KERNEL_PROFILE).  Returns ``{"pid": int, "started":
 float[, "configdrive": {"files", "bytes", "device", "authorized_keys",
 "seconds"}]}``.
 """
@@ -169,6 +176,14 @@ args: ``results`` (absolute paths inside the container), ``max_bytes``
 "kept", "bytes", "dropped", "finished"}, "results": {path: {"data",
 "size", "sha256"} | {"error"}}}``; ``data`` is gzip then base64.
 """
+
+STEP_COLLECT_KERNEL_PROFILE = 'bmc_collect_kernel_profile'
+"""Return the running kernel's gcov counters (reset when the workload
+started with ``kernel_profile: "gcov"``): args ``max_bytes``.  Returns
+``{"data", "sha256", "files", "bytes", "uname_v"}``: ``data`` (gzip, then
+base64) is a tar of the ``.gcda`` files named by their paths under
+``/sys/kernel/debug/gcov``, ``sha256`` that of the tar."""
+
 
 def pack(data):
     """A ``data`` field of the collect step: gzip, then base64."""

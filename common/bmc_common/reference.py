@@ -96,6 +96,16 @@ INSTANCE_INFO_KEYS = (
         '``/work``, ``/tmp``...): ``/dev``, ``/proc`` and ``/sys`` are '
         'mounts of the container, gone once it exits, and are refused at '
         'validate, as are relative paths and ``..``.'),
+    Key(protocol.II_KERNEL_PROFILE, '``gcov``', None, WHO_OPERATOR,
+        'A profiling run: the node must boot a kernel of the gcov build '
+        'variant (``kernel_build`` vendor method, set as ``kernel`` and '
+        '``kernel_modules``). The agent resets the kernel\'s gcov '
+        'counters just before the workload starts; once it has exited the '
+        'conductor keeps every ``.gcda`` file (at most '
+        '``[container]kernel_profile_max_mb`` MiB) with the report, the '
+        'input of a ``pgo`` build. Refused at validate for a tenant\'s '
+        'deploy and as an image property: the profile counts everything '
+        'the kernel did.'),
     Key(protocol.II_RLIMITS, 'JSON object',
         '``memlock`` unlimited, ``nofile`` soft 1024, hard 1048576',
         WHO_TENANT,
@@ -317,6 +327,15 @@ REPORT_FIELDS = (
                 'Each file of ``container_results`` with its ``size`` and '
                 '``sha256``, or the ``error`` that kept it back (not '
                 'found, not a regular file, past the bound).'),
+    ReportField('kernel_profile', 'object',
+                'A profiling run\'s kernel profile (``container_kernel_'
+                'profile``): ``method``, the ``files`` and ``bytes`` of '
+                'its ``.gcda`` files, their tar\'s ``sha256``, the '
+                '``kernel_build`` they were counted on, the kernel\'s '
+                '``uname_v`` and the node\'s ``machine`` (``cpu_model``, '
+                '``hypervisor``, ``clocksource``, ``emulated``: QEMU TCG, '
+                'where no gain can be measured); or the ``error`` that '
+                'kept it back.'),
     ReportField('stop', 'object',
                 'How the workload was ended: ``reason`` (%s), ``signal``, '
                 '``grace``, ``killed`` (whether the ``SIGKILL`` was '

@@ -85,6 +85,9 @@ def collect(path=KMSG, proc='/proc'):
         if len(kernel) == len(MARKS):
             break
     out['kernel'] = kernel
+    # Which kernel booted: a build's "uname -v" names it (kernel_build).
+    uname = os.uname()
+    out['uname'] = {'release': uname.release, 'version': uname.version}
     try:
         out['agent_start'] = round(process_start(proc=proc), 3)
     except (OSError, IndexError, ValueError):

@@ -31,6 +31,7 @@ from oslo_log import log
 from ipa_hardware_manager import agent_quiet
 from ipa_hardware_manager import boot_times as node_boot
 from ipa_hardware_manager import configdrive as drive
+from ipa_hardware_manager import kernel_profile as kprofile
 from ipa_hardware_manager import kexec
 from ipa_hardware_manager import rootfs as staging
 from ipa_hardware_manager import rootfs_download
@@ -114,6 +115,14 @@ START_WORKLOAD_ARGSINFO = {
                     'authorized_keys its public keys are added to '
                     '/root/.ssh/authorized_keys in the root'
                     % protocol.CONFIGDRIVE_PATH, 'required': False},
+    'kernel_profile': {'description': '"gcov": reset the kernel\'s gcov '
+                       'counters just before the workload starts',
+                       'required': False},
+}
+
+COLLECT_KERNEL_PROFILE_ARGSINFO = {
+    'max_bytes': {'description': 'bound of the .gcda files together',
+                  'required': True},
 }
 
 COLLECT_OUTPUT_ARGSINFO = {
@@ -178,6 +187,8 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
             _step(protocol.STEP_WORKLOAD_STATUS),
             _step(protocol.STEP_STOP_WORKLOAD, STOP_WORKLOAD_ARGSINFO),
             _step(protocol.STEP_COLLECT_OUTPUT, COLLECT_OUTPUT_ARGSINFO),
+            _step(protocol.STEP_COLLECT_KERNEL_PROFILE,
+                  COLLECT_KERNEL_PROFILE_ARGSINFO),
             _step(protocol.STEP_QUIET_AGENT),
             _step(protocol.STEP_KEXEC_LOAD, KEXEC_LOAD_ARGSINFO),
             _step(protocol.STEP_KEXEC_EXEC),
@@ -233,14 +244,20 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                            walltime=None, privileged=True, rlimits=None,
                            stop_grace=workload.DEFAULT_GRACE,
                            output_max=workload.DEFAULT_OUTPUT_MAX,
-                           configdrive=None, **kwargs):
+                           configdrive=None, kernel_profile=None,
+                           **kwargs):
         """Start the workload in the staged root (protocol step)."""
         staged = staging.load()
         given = None
+        profiled = None
         try:
             if not staged:
                 raise workload.WorkloadError('no rootfs staged: run %s first'
                                              % protocol.STEP_STAGE_ROOTFS)
+            if kernel_profile not in (None,) + protocol.KERNEL_PROFILES:
+                raise workload.WorkloadError(
+                    'kernel_profile must be one of %s, got %r' % (
+                        ', '.join(protocol.KERNEL_PROFILES), kernel_profile))
             mounts = []
             if configdrive is not None:
                 if self.supervisor.status()['state'] == 'running':
@@ -251,6 +268,14 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                 except drive.ConfigDriveError as exc:
                     raise workload.WorkloadError(str(exc)) from None
                 mounts.append(drive.mount(files))
+            if kernel_profile:
+                if self.supervisor.status()['state'] == 'running':
+                    raise workload.WorkloadError(
+                        'a workload is running; stop it first')
+                try:
+                    profiled = kernel_profile_reset()
+                except kprofile.KernelProfileError as exc:
+                    raise workload.WorkloadError(str(exc)) from None
             result = self.supervisor.start(
                 staged['root'], command, env=env, workdir=workdir,
                 user=user, mode=mode, stop_signal=stop_signal,
@@ -264,6 +289,8 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                 '; ' + problem if problem else '')) from exc
         if given:
             result['configdrive'] = given
+        if profiled:
+            result['kernel_profile'] = {'reset': round(profiled, 3)}
         partitions = steps_tunables.partitions_at_start(
             result.get('container_pid'))
         if partitions:
@@ -375,6 +402,25 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         return {'output': workload_output.output(
             self.supervisor.state_dir), 'results': found}
 
+    def bmc_collect_kernel_profile(self, node, ports, max_bytes=None,
+                                   **kwargs):
+        """Return the kernel's gcov counters (protocol step); refused
+        while the workload runs."""
+        name = protocol.STEP_COLLECT_KERNEL_PROFILE
+        if self.supervisor.status()['state'] == 'running':
+            raise errors.DeploymentError(
+                '%s: the workload is running; the profile is read once it '
+                'has exited' % name)
+        if (not isinstance(max_bytes, int) or isinstance(max_bytes, bool)
+                or max_bytes <= 0):
+            raise errors.DeploymentError(
+                '%s: max_bytes must be a number of bytes, got %r'
+                % (name, max_bytes))
+        try:
+            return kprofile.collect(max_bytes)
+        except (kprofile.KernelProfileError, OSError) as exc:
+            raise errors.DeploymentError('%s: %s' % (name, exc)) from exc
+
     def bmc_apply_tunables(self, node, ports, tunables=None, strict=False,
                            boot_times=False, **kwargs):
         """Apply run-time tunables, verify boot-time ones (protocol step)."""
@@ -395,6 +441,11 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         return steps_tunables.bmc_noise_probe(
             node, ports, cpus=cpus, duration=duration,
             threshold_us=threshold_us)
+
+
+def kernel_profile_reset():
+    """Reset the kernel's gcov counters (a function: tests replace it)."""
+    return kprofile.reset()
 
 
 def _boot_times(wanted):

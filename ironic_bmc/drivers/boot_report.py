@@ -96,6 +96,11 @@ def breakdown(powered_on, agent_up, sent, times, first_heartbeat=None,
            'via': 'kexec' if kexec else 'firmware'}
     if times.get('initrd_kib'):
         out['initramfs_bytes'] = times['initrd_kib'] * 1024
+    uname = times.get('uname')
+    if isinstance(uname, dict):
+        # The node's word (display only): which kernel it booted.
+        out['kernel_booted'] = {'release': str(uname.get('release'))[:100],
+                                'version': str(uname.get('version'))[:200]}
     missing = sorted(p for p, v in phases.items() if v is None)
     if missing:
         out['not_measured'] = missing

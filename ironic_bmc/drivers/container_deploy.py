@@ -183,6 +183,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             'tunables_strict': container.tunables_strict,
             'results': container.results,
             'configdrive': drive_args,
+            'kernel_profile': container.kernel_profile,
         })
         up = node_boot.bring_up(task, report, kernel_args, claim)
         unavailable = energy.start(node)
@@ -312,6 +313,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         drive = configdrive.step_arg(info.get('configdrive'))
         if drive:
             args = dict(args, configdrive=drive)
+        if info.get('kernel_profile'):
+            args = dict(args, kernel_profile=info['kernel_profile'])
         return self._execute_in_band(task, args)
 
     @base.deploy_step(priority=10)

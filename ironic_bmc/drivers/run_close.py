@@ -48,6 +48,7 @@ from ironic_bmc.drivers import node_boot
 from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import stream_report
+from ironic_bmc.kernel import run_profile
 from ironic_bmc import report as run_report
 from ironic_bmc import run_files
 
@@ -176,6 +177,44 @@ def collect(task, report):
     if wanted:
         fields['results'] = results
     run_report.update(node, report, **fields)
+    if info.get('kernel_profile'):
+        return collect_kernel_profile(task, report)
+    return None
+
+
+def collect_kernel_profile(task, report):
+    """Bring a profiling run's kernel profile next to its report.
+
+    :returns: None, or the error when the node's reply broke the
+        protocol (the run failed then).
+    """
+    node = task.node
+    try:
+        reply = agent_calls.call(
+            task, protocol.STEP_COLLECT_KERNEL_PROFILE,
+            args={'max_bytes': run_profile.max_bytes()}, timeout=300)
+        section = run_profile.save(node, report['deploy_id'], reply)
+    except agent_replies.AgentReplyInvalid as exc:
+        message = (_('The kernel profile of the run on node %(node)s was '
+                     'refused: %(err)s') % {'node': node.uuid, 'err': exc})
+        LOG.error(message)
+        run_report.update(node, report, error=message,
+                          kernel_profile={'error': _('refused: %s') % exc})
+        return message
+    except (exception.IronicException, OSError, ValueError) as exc:
+        # The node has no profile to give (not a gcov kernel, too big):
+        # the workload's own result stands; a pgo build cannot use it.
+        LOG.warning('No kernel profile from the run on node %(node)s: '
+                    '%(err)s', {'node': node.uuid, 'err': exc})
+        run_report.update(node, report, kernel_profile={
+            'error': _('not collected: %s') % exc})
+        return None
+    LOG.info('Kept the kernel profile of the run on node %(node)s: '
+             '%(files)d .gcda files, %(bytes)d bytes, counted on kernel '
+             'build %(build)s', {'node': node.uuid, 'files': section['files'],
+                                 'bytes': section['bytes'],
+                                 'build': section['kernel_build']})
+    run_report.update(node, report, kernel_profile=section)
     return None
 
 

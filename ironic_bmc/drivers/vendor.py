@@ -10,9 +10,18 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Vendor passthru of container nodes: run reports.
+"""Vendor passthru of container nodes: run reports, kernel builds.
 
     openstack baremetal node passthru call --http-method GET NODE run_report
+    openstack baremetal node passthru call NODE kernel_build \
+        --arg variant=gcov
+    openstack baremetal node passthru call --http-method GET NODE \
+        kernel_build_status --arg build_id=ID
+
+Node vendor passthru is the operator's under Ironic's default policy
+(``baremetal:node:vendor_passthru``: system admins).  A kernel build runs
+on the conductor of the node, where that node fetches its boot files;
+it holds no lock of the node (:mod:`ironic_bmc.kernel.builds`).
 """
 
 import base64
@@ -23,10 +32,13 @@ from ironic.common.i18n import _
 from ironic.drivers import base
 from oslo_utils import uuidutils
 
+from ironic_bmc.kernel import builds
+from ironic_bmc.kernel import run_profile
 from ironic_bmc import report as run_report
 from ironic_bmc import run_files
 
-METHODS = ('run_report', 'run_output')
+METHODS = ('run_report', 'run_output', 'kernel_build',
+           'kernel_build_status')
 
 
 class ContainerVendor(base.VendorInterface):
@@ -48,11 +60,17 @@ class ContainerVendor(base.VendorInterface):
                 _('result must be the absolute path of a result file inside '
                   'the container, as the report\'s "results" names it, got '
                   '%r') % (result,))
-        deploy_id = kwargs.get('deploy_id')
-        if deploy_id is not None and not uuidutils.is_uuid_like(deploy_id):
-            raise exception.InvalidParameterValue(
-                _('deploy_id must be the UUID of a deploy, got %r')
-                % deploy_id)
+        for key in ('deploy_id', 'profile_run'):
+            value = kwargs.get(key)
+            if value is not None and not uuidutils.is_uuid_like(value):
+                raise exception.InvalidParameterValue(
+                    _('%(key)s must be the UUID of a deploy (the report\'s '
+                      '"deploy_id"), got %(value)r')
+                    % {'key': key, 'value': value})
+        if method == 'kernel_build_status' and not kwargs.get('build_id'):
+            raise exception.MissingParameterValue(
+                _('kernel_build_status needs build_id (kernel_build '
+                  'returned it)'))
 
     @base.passthru(['GET'], async_call=False, require_exclusive_lock=False,
                    description=_('The run report of the current or last '
@@ -95,3 +113,52 @@ class ContainerVendor(base.VendorInterface):
         return {'deploy_id': deploy_id, 'path': result, 'size': len(data),
                 'sha256': hashlib.sha256(data).hexdigest(),
                 'data_base64': base64.b64encode(data).decode('ascii')}
+
+    @base.passthru(['POST'], async_call=False, require_exclusive_lock=False,
+                   description=_('Start a kernel build on the node\'s '
+                                 'conductor, or return the same build made '
+                                 'or under way: "variant" (plain, gcov, '
+                                 'pgo), "source" (a tarball in '
+                                 '[container]kernel_source_dirs), "config" '
+                                 '(a fragment name, default bmc-node), and '
+                                 'for pgo "profile_run" (the deploy_id of '
+                                 'this node\'s profiling run).'))
+    def kernel_build(self, task, variant=builds.worker.PLAIN, source=None,
+                     config=None, profile_run=None, **kwargs):
+        unknown = sorted(set(kwargs) - {'deploy_id', 'result'})
+        if unknown or kwargs.get('deploy_id') or kwargs.get('result'):
+            raise exception.InvalidParameterValue(
+                _('kernel_build takes variant, source, config and '
+                  'profile_run; not %s') % ', '.join(
+                    unknown or [k for k in ('deploy_id', 'result')
+                                if kwargs.get(k)]))
+        profile = None
+        if profile_run:
+            profile = run_profile.for_build(task.node.uuid, profile_run)
+        if variant == builds.worker.PGO and (source or config):
+            raise exception.InvalidParameterValue(
+                _('kernel build source/config: a pgo build uses the source '
+                  'and config of the gcov build that counted its profile; '
+                  'do not give them'))
+        spec = builds.plan(variant, source=source,
+                           config=config or builds.DEFAULT_CONFIG,
+                           profile=profile)
+        return builds.start(spec)
+
+    @base.passthru(['GET', 'POST'], async_call=False,
+                   require_exclusive_lock=False,
+                   description=_('What kernel build "build_id" is doing or '
+                                 'made: its state, step, time, and once it '
+                                 'succeeded the URLs of its kernel and '
+                                 'modules (for instance_info/kernel and '
+                                 'kernel_modules); a failed build adds the '
+                                 'end of its log.'))
+    def kernel_build_status(self, task, build_id=None, **kwargs):
+        found = builds.status(build_id)
+        if found is None:
+            raise exception.NotFound(
+                _('Kernel build %(id)s is not on the conductor of node '
+                  '%(node)s') % {'id': build_id, 'node': task.node.uuid})
+        if found['state'] == builds.worker.FAILED:
+            found['log_tail'] = builds.log_tail(build_id)
+        return found

@@ -65,9 +65,12 @@ def test_collect(tmp_path):
                    'kernel': {'unpack_start': 0.412, 'unpack_end': 3.912,
                               'init_start': 4.101},
                    'initrd_kib': 116580,
-                   'agent_start': round(1234 / ticks, 3)}
+                   'agent_start': round(1234 / ticks, 3),
+                   'uname': {'release': os.uname().release,
+                             'version': os.uname().version}}
 
 
 def test_collect_without_kmsg_or_proc(tmp_path):
     got = boot_times.collect(str(tmp_path / 'none'), proc=str(tmp_path))
-    assert set(got) == {'uptime', 'kernel'} and got['kernel'] == {}
+    assert set(got) == {'uptime', 'kernel', 'uname'}
+    assert got['kernel'] == {}

@@ -53,6 +53,7 @@ class StepsTest(unittest.TestCase):
                           protocol.STEP_WORKLOAD_STATUS,
                           protocol.STEP_STOP_WORKLOAD,
                           protocol.STEP_COLLECT_OUTPUT,
+                          protocol.STEP_COLLECT_KERNEL_PROFILE,
                           protocol.STEP_QUIET_AGENT,
                           protocol.STEP_KEXEC_LOAD,
                           protocol.STEP_KEXEC_EXEC,
@@ -70,7 +71,7 @@ class StepsTest(unittest.TestCase):
         self.assertEqual({'command', 'env', 'workdir', 'user', 'mode',
                           'stop_signal', 'walltime', 'privileged',
                           'rlimits', 'stop_grace', 'output_max',
-                          'configdrive'},
+                          'configdrive', 'kernel_profile'},
                          set(by_name[protocol.STEP_START_WORKLOAD][
                              'argsinfo']))
         self.assertEqual({'grace', 'reason'},
