@@ -65,10 +65,11 @@ def wait_build(call, build_id, timeout, interval, say, sleep=time.sleep,
             raise PgoError('kernel build %s (%s) failed: %s\n%s' % (
                 build_id, status.get('variant'), status.get('error'),
                 _tail(status.get('log_tail') or '', 15)))
-        if status.get('step') != last_step:
-            last_step = status.get('step')
+        where = status.get('step') or state
+        if where != last_step:
+            last_step = where
             say('  kernel build %s (%s): %s' % (
-                build_id, status.get('variant'), last_step or state))
+                build_id, status.get('variant'), where))
         if clock() > deadline:
             raise PgoError('kernel build %s did not end within %d s (state '
                            '%s, step %s); its log: %s' % (

@@ -114,6 +114,8 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
         'container': {
             'image_cache_dir': settings.path('ironic', 'container_cache'),
             'report_dir': settings.path('reports'),
+            # Kernel builds (kernel_build vendor method) stay in the lab.
+            'kernel_build_dir': settings.path('kernel-builds'),
             # The boot section splits firmware from the boot-file
             # downloads (the lab's nginx logs $msec $request_time).
             'boot_http_log': settings.log('nginx-access.log'),
