@@ -15,8 +15,8 @@
     openstack baremetal node passthru call --http-method GET NODE run_report
     openstack baremetal node passthru call NODE kernel_build \
         --arg variant=gcov
-    openstack baremetal node passthru call --http-method GET NODE \
-        kernel_build_status --arg build_id=ID
+    openstack baremetal node passthru call NODE kernel_build_status \
+        --arg build_id=ID
 
 Node vendor passthru is the operator's under Ironic's default policy
 (``baremetal:node:vendor_passthru``: system admins).  A kernel build runs
@@ -125,13 +125,12 @@ class ContainerVendor(base.VendorInterface):
                                  'this node\'s profiling run).'))
     def kernel_build(self, task, variant=builds.worker.PLAIN, source=None,
                      config=None, profile_run=None, **kwargs):
-        unknown = sorted(set(kwargs) - {'deploy_id', 'result'})
-        if unknown or kwargs.get('deploy_id') or kwargs.get('result'):
+        # (kwargs: what Ironic adds, e.g. http_method.)
+        given = [k for k in ('deploy_id', 'result') if kwargs.get(k)]
+        if given:
             raise exception.InvalidParameterValue(
                 _('kernel_build takes variant, source, config and '
-                  'profile_run; not %s') % ', '.join(
-                    unknown or [k for k in ('deploy_id', 'result')
-                                if kwargs.get(k)]))
+                  'profile_run; not %s') % ', '.join(given))
         profile = None
         if profile_run:
             profile = run_profile.for_build(task.node.uuid, profile_run)

@@ -145,10 +145,9 @@ class PgoContainer(sweep_command.SweepContainer):
         baremetal = self.app.client_manager.baremetal
 
         def call(method, args):
+            # POST both: ironicclient sends no arguments with a GET.
             answer = baremetal.node.vendor_passthru(
-                node.uuid, method, args=args,
-                http_method='GET' if method == 'kernel_build_status'
-                else 'POST')
+                node.uuid, method, args=args, http_method='POST')
             return answer.to_dict() if hasattr(answer, 'to_dict') else answer
         return call
 
