@@ -18,6 +18,11 @@ PACKAGES=(
     syslinux syslinux-common mtools dosfstools e2fsprogs
     genisoimage
 )
+# Kernel builds (the kernel_build vendor method, bmc-lab bench --pgo):
+# Debian's patched Linux source and what building it needs.
+if [ "${BMC_HOST_KERNEL_BUILD:-0}" = 1 ]; then
+    PACKAGES+=(linux-source-6.1 flex bison libelf-dev bc)
+fi
 
 if [ "$(id -u)" != 0 ]; then
     echo "host-setup: run as root (libvirtd and QEMU run as root)" >&2

@@ -28,7 +28,8 @@ It waits for a build slot (``flock``), then:
 4. ``make bzImage modules``, then ``modules_install`` into a stage tree,
    bounded by the spec's timeout (the whole process group is killed);
 5. makes the artifact (:mod:`ironic_bmc.kernel.artifact`: ``vmlinuz``,
-   ``modules.cpio.gz``, ``manifest.json``) and publishes it; the object
+   ``modules.cpio.gz``, ``manifest.json``) in the build's ``artifact``
+   directory (written aside, then renamed into place); the object
    tree is deleted, the config and the log are kept.
 
 ``status.json`` in BUILD_DIR says where it is; ``build.log`` holds every
@@ -250,12 +251,17 @@ class _Build:
         return count
 
     def publish(self, out):
+        """Put the finished artifact where its status says it is."""
         target = self.spec['publish']
-        tmp = target + '.tmp'
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(out, tmp)
         shutil.rmtree(target, ignore_errors=True)
-        os.rename(tmp, target)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        try:
+            os.rename(out, target)
+        except OSError:
+            # Another filesystem: copied aside, then renamed into place.
+            shutil.copytree(out, target + '.tmp')
+            os.rename(target + '.tmp', target)
+            shutil.rmtree(out)
 
     def __call__(self):
         self.save()
@@ -267,7 +273,7 @@ class _Build:
         self.save(state=BUILDING, started=started)
         obj = os.path.join(self.dir, 'obj')
         stage = os.path.join(self.dir, 'stage')
-        out = os.path.join(self.dir, 'artifact')
+        out = os.path.join(self.dir, 'artifact.new')
         try:
             self.check_disk()
             src = self.source_tree()

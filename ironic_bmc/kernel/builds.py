@@ -26,9 +26,13 @@ Layout of ``[container]kernel_build_dir``::
     builds/<build id>/         spec.json, status.json, build.log, config
     slots/<n>.lock             the build slots
 
-and the artifact is published to ``<[deploy]http_root>/bmc-kernels/<build
-id>/`` (``vmlinuz``, ``modules.cpio.gz``, ``manifest.json``), where the
-nodes of this conductor fetch it.
+A build's artifact (``vmlinuz``, ``modules.cpio.gz``, ``manifest.json``)
+is in ``builds/<build id>/artifact/``.  Its status names the files with
+``file://`` URLs, for ``instance_info/kernel`` and ``kernel_modules``:
+Ironic caches them into the node's HTTP directory at each deploy, as it
+does every boot file, so they need no HTTP server of their own, and a
+deploy validates them without a request.  They are this conductor's
+files: a build is made on the conductor of the node that asks for it.
 """
 
 import hashlib
@@ -53,8 +57,6 @@ LOG = log.getLogger(__name__)
 
 #: Bump when a change of the worker changes what a build produces.
 BUILD_FORMAT = 1
-#: The directory under [deploy]http_root the artifacts are published in.
-PUBLISH_DIR = 'bmc-kernels'
 #: The config fragments that ship with this package.
 PACKAGE_CONFIGS = os.path.join(os.path.dirname(__file__), 'configs')
 DEFAULT_CONFIG = 'bmc-node'
@@ -72,9 +74,9 @@ def _root(*parts):
     return os.path.join(CONF.container.kernel_build_dir, *parts)
 
 
-def publish_dir(build_id):
-    """Where the artifact of a build is served from."""
-    return os.path.join(CONF.deploy.http_root, PUBLISH_DIR, build_id)
+def artifact_dir(build_id):
+    """Where the artifact of a build is."""
+    return _root('builds', build_id, 'artifact')
 
 
 def _invalid(field, reason):
@@ -152,6 +154,26 @@ def _source_sha256(path):
     return index[key]
 
 
+def check_deployable():
+    """A build's files must be usable as ``file://`` boot files.
+
+    :raises: InvalidParameterValue naming the options to change.
+    """
+    root = os.path.realpath(CONF.container.kernel_build_dir)
+    allowed = [os.path.realpath(p)
+               for p in CONF.conductor.file_url_allowed_paths if p]
+    if not any(root == a or root.startswith(a.rstrip('/') + '/')
+               for a in allowed):
+        raise exception.InvalidParameterValue(_(
+            'kernel builds: [container]kernel_build_dir (%(dir)s) is not '
+            'under [conductor]file_url_allowed_paths (%(allowed)s), so a '
+            'deploy could not boot what it builds; put it under one of '
+            'them, or add it there') % {
+                'dir': CONF.container.kernel_build_dir,
+                'allowed': ', '.join(allowed) or _('none: file:// URLs '
+                                                   'are disabled')})
+
+
 def plan(variant, source=None, config=DEFAULT_CONFIG, profile=None):
     """The spec of a build (not started).
 
@@ -161,6 +183,7 @@ def plan(variant, source=None, config=DEFAULT_CONFIG, profile=None):
         build's.
     :raises: InvalidParameterValue naming the field.
     """
+    check_deployable()
     if variant not in worker.VARIANTS:
         raise _invalid('variant', _('%(v)r is not one of %(known)s') % {
             'v': variant, 'known': ', '.join(worker.VARIANTS)})
@@ -203,7 +226,7 @@ def plan(variant, source=None, config=DEFAULT_CONFIG, profile=None):
         'jobs': CONF.container.kernel_build_jobs,
         'timeout': CONF.container.kernel_build_timeout,
         'min_free_bytes': CONF.container.kernel_build_min_free_gb * 2 ** 30,
-        'publish': publish_dir(build_id),
+        'publish': artifact_dir(build_id),
     }
     if profile:
         spec.update(profile=profile['path'], profile_sha256=profile['sha256'],
@@ -291,10 +314,10 @@ def status(build_id):
             'the build process ended without a result (was the '
             'conductor host restarted?); start the build again'))
     if state['state'] == worker.SUCCEEDED and not os.path.isfile(
-            os.path.join(publish_dir(build_id), artifact.VMLINUZ)):
+            os.path.join(artifact_dir(build_id), artifact.VMLINUZ)):
         state = dict(state, state=worker.FAILED, error=_(
-            'the published artifact is gone from %s; start the build '
-            'again') % publish_dir(build_id))
+            'the artifact is gone from %s; start the build again')
+            % artifact_dir(build_id))
     result = {'build_id': build_id, 'variant': spec['variant'],
               'state': state['state'],
               'source': os.path.basename(spec['source']),
@@ -304,8 +327,7 @@ def status(build_id):
         if state.get(key) is not None:
             result[key] = state[key]
     if state['state'] == worker.SUCCEEDED:
-        base = '/'.join((CONF.deploy.http_url.rstrip('/'), PUBLISH_DIR,
-                         build_id))
+        base = 'file://' + artifact_dir(build_id)
         manifest = state.get('manifest') or {}
         result.update(kernel=base + '/' + artifact.VMLINUZ,
                       kernel_modules=base + '/' + artifact.MODULES_CPIO,

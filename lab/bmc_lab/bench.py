@@ -49,6 +49,7 @@ from bmc_lab import direct_job
 from bmc_lab import ironic_service
 from bmc_lab import logcursor
 from bmc_lab import ociimage
+from bmc_lab import pgo_bench
 from bmc_lab import scale_bench
 from bmc_lab import ramdisk_peer
 from bmc_lab import scale_report
@@ -246,10 +247,12 @@ def run(settings, out=print, large_mb=1536):
 
 
 def main(settings, out=print, large_mb=1536, scale_nodes=200,
-         scale_dir=None):
+         scale_dir=None, pgo=False):
     # A run stopped part-way left its deploy behind: undo it first.
     container_job.reclaim(settings, out=out)
     result = run(settings, out=out, large_mb=large_mb)
+    if pgo:
+        result.update(pgo_bench.run(settings, out=out))
     scale_runs = []
     if scale_nodes:
         scale_runs = scale_bench.run(scale_dir or settings.path('scale'),
@@ -259,5 +262,7 @@ def main(settings, out=print, large_mb=1536, scale_nodes=200,
     out('')
     out(bench_report.format_table(result,
                                   scale_report.format_rows(scale_runs)))
+    if pgo:
+        out(pgo_bench.format_rows(result))
     out(json.dumps(result, sort_keys=True))
     return 0

@@ -84,6 +84,10 @@ def _parser():
                            help='size of the large image streamed for the '
                                 'app start of a large image over a small '
                                 'one; 0 skips it (default: %(default)s)')
+            s.add_argument('--pgo', action='store_true',
+                           help='also run the PGKO loop twice on node 0 '
+                                '(three kernel builds: about 30 minutes '
+                                'on two cores; installs linux-source-6.1)')
             s.add_argument('--scale-nodes', type=int, default=200,
                            help='simulated nodes of the scale part, run '
                                 'with one conductor, then two; 0 skips it '
@@ -253,7 +257,7 @@ def main(argv=None):
         elif args.command == 'bench':
             control.up(_settings_from_args(args))
             return bench.main(_loaded(args),
-                              large_mb=args.large_image_mb,
+                              large_mb=args.large_image_mb, pgo=args.pgo,
                               scale_nodes=args.scale_nodes,
                               scale_dir=_scale_dir(args))
         elif args.command == 'scale':

@@ -92,7 +92,9 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
         },
         'conductor': {
             'automated_clean': 'false',
-            'file_url_allowed_paths': settings.images_dir,
+            # (and the kernel builds' artifacts, booted as file:// URLs)
+            'file_url_allowed_paths': '%s,%s' % (
+                settings.images_dir, settings.path('kernel-builds')),
             'deploy_callback_timeout': str(settings.deploy_callback_timeout),
             'sync_power_state_interval': '20',
             'heartbeat_interval': '5',

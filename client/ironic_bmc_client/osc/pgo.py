@@ -203,10 +203,11 @@ class PgoContainer(sweep_command.SweepContainer):
             report = deploy.wait_for_run(self.app, node, previous,
                                          parsed_args.timeout,
                                          parsed_args.interval)
-        except exceptions.CommandError as exc:
+        except Exception as exc:
             raise pgo.PgoError('the profiling run failed: %s' % exc) from exc
         finally:
             self._undeploy(node, parsed_args)
+            self._forget_profiling(node)
         section = pgo.check_profile(report)
         workload = sweep._stage_seconds(report, 'workload-exited')
         kept = {'key': key, 'deploy_id': report['deploy_id'],
@@ -219,6 +220,18 @@ class PgoContainer(sweep_command.SweepContainer):
         state['profile'] = kept
         pgo.save_state(parsed_args.output_dir, state)
         return kept
+
+    def _forget_profiling(self, node):
+        """No later run of the node profiles its kernel: undeploying
+        cleared instance_info, but a deploy refused at validate leaves
+        it as it was set."""
+        baremetal = self.app.client_manager.baremetal
+        try:
+            baremetal.node.update(node.uuid, [
+                {'op': 'remove',
+                 'path': '/instance_info/%s' % protocol.II_KERNEL_PROFILE}])
+        except Exception:  # noqa: S110 - not there: nothing to forget
+            pass
 
     def _finish(self, parsed_args, spec, state):
         # The sweep's files (runs.csv, cells.csv, sweep.json, sweep.png).

@@ -182,6 +182,10 @@ def test_the_loop_profiles_builds_and_compares(tmp_path):
     first_run = cloud.runs.reports[0]['deploy_id']
     assert cloud.build_calls[2] == {'variant': 'pgo',
                                     'profile_run': first_run}
+    # The profiling key is gone once that run is over, however it ended.
+    assert mock.call(mock.ANY, [{
+        'op': 'remove', 'path': '/instance_info/container_kernel_profile'}]
+    ) in cloud.baremetal.node.update.call_args_list
     # Then 2 runs on each kernel, none profiled.
     assert len(cloud.patches) == 5
     assert not any('container_kernel_profile' in p

@@ -56,8 +56,7 @@ class KernelBuildsTestCase(base.TestCase):
                     kernel_config_dirs=[self.configs],
                     kernel_build_min_free_gb=0, kernel_build_timeout=60,
                     group='container')
-        self.config(http_root=os.path.join(self.tmp, 'http'),
-                    http_url='http://198.51.100.1:8080', group='deploy')
+        self.config(file_url_allowed_paths=[self.tmp], group='conductor')
 
     def _fragment(self, name, text):
         with open(os.path.join(self.configs, name + '.config'), 'w') as f:
@@ -83,10 +82,10 @@ class KernelBuildsTestCase(base.TestCase):
         self.assertEqual(worker.SUCCEEDED, status['state'],
                          status.get('error'))
         build_id = status['build_id']
-        self.assertEqual('http://198.51.100.1:8080/bmc-kernels/%s/vmlinuz'
-                         % build_id, status['kernel'])
+        self.assertEqual('file://%s/kb/builds/%s/artifact/vmlinuz'
+                         % (self.tmp, build_id), status['kernel'])
         self.assertEqual(fake_source.RELEASE, status['release'])
-        published = builds.publish_dir(build_id)
+        published = builds.artifact_dir(build_id)
         with open(os.path.join(published, artifact.VMLINUZ)) as f:
             image = f.read()
         # "uname -v" of the kernel names its variant and build.
@@ -130,7 +129,7 @@ class KernelBuildsTestCase(base.TestCase):
         self.assertEqual(worker.FAILED, status['state'])
         self.assertIn('CONFIG_NEEDS_MISSING=y (now unset)', status['error'])
         self.assertNotIn('kernel', status)
-        self.assertFalse(os.path.exists(builds.publish_dir(
+        self.assertFalse(os.path.exists(builds.artifact_dir(
             status['build_id'])))
         # A failed build is started again when asked again.
         again = builds.start(builds.plan('plain', config='bad'))
@@ -192,7 +191,7 @@ class KernelBuildsTestCase(base.TestCase):
         # gcc read two profiles; the third object had none.
         self.assertEqual(1, used['objects_without_profile'])
         self.assertEqual(gcov['build_id'], used['from_build'])
-        with open(os.path.join(builds.publish_dir(status['build_id']),
+        with open(os.path.join(builds.artifact_dir(status['build_id']),
                                artifact.VMLINUZ)) as f:
             image = f.read()
         self.assertIn('-fprofile-use', image)
@@ -235,6 +234,15 @@ class KernelBuildsTestCase(base.TestCase):
         self.assertRaisesRegex(exception.InvalidParameterValue,
                                'name the source tarball: 2',
                                builds.plan, 'plain', config='small')
+
+    def test_builds_must_be_bootable_as_file_urls(self):
+        self.config(file_url_allowed_paths=['/var/lib/ironic'],
+                    group='conductor')
+        self.assertRaisesRegex(
+            exception.InvalidParameterValue,
+            r'kernel_build_dir \(.*/kb\) is not under \[conductor\]'
+            r'file_url_allowed_paths \(/var/lib/ironic\)',
+            builds.plan, 'plain', config='small')
 
     def test_the_package_config_is_found_and_complete(self):
         path = builds.resolve_config('bmc-node')

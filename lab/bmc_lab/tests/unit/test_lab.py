@@ -62,8 +62,10 @@ def test_embedded_profile_conf(settings):
     assert conf['deploy']['http_url'] == 'http://10.0.2.100:8080'
     assert conf['service_catalog']['endpoint_override'] == \
         'http://10.0.2.100:6385'
-    assert conf['conductor']['file_url_allowed_paths'] == \
-        settings.images_dir
+    assert conf['conductor']['file_url_allowed_paths'] == '%s,%s' % (
+        settings.images_dir, settings.path('kernel-builds'))
+    assert conf['container']['kernel_build_dir'] == settings.path(
+        'kernel-builds')
     assert conf['api']['host_ip'] == '127.0.0.1'
 
 
