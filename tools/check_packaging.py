@@ -75,7 +75,12 @@ EXPECTED = {
         'scripts_absent': ['bmc-lab'],
         'files': [('bmc_common.tunables.profiles', 'SHIPPED_DIR',
                    'thp-never.conf'),
-                  ('ironic_bmc.drivers.boot_files', 'TEMPLATE', None)],
+                  ('ironic_bmc.drivers.boot_files', 'TEMPLATE', None),
+                  # The node kernel config of the kernel builds.
+                  ('ironic_bmc.kernel.builds', 'PACKAGE_CONFIGS',
+                   'bmc-node.config'),
+                  ('ironic_bmc.kernel.builds', 'PACKAGE_CONFIGS',
+                   'gcov.config')],
     },
     'client': {
         'distributions': {'ironic-bmc-client', 'ironic-bmc-common'},
