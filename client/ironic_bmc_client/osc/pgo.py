@@ -47,18 +47,7 @@ class PgoContainer(sweep_command.SweepContainer):
         parser.add_argument('--node', required=True, metavar='<node>',
                             help='The node (UUID or name), available; the '
                                  'kernels are built on its conductor')
-        parser.add_argument('--image', required=True, metavar='<ref>',
-                            help='OCI reference of the image (%s)'
-                                 % protocol.II_IMAGE)
-        program = parser.add_mutually_exclusive_group()
-        program.add_argument('--command', metavar='<json-list>',
-                             help='Replaces ENTRYPOINT and CMD (%s)'
-                                  % protocol.II_COMMAND)
-        program.add_argument('--args', metavar='<json-list>',
-                             help='Replaces CMD, keeps ENTRYPOINT (%s)'
-                                  % protocol.II_ARGS)
-        parser.add_argument('--env', metavar='<key=value>', action='append',
-                            default=[], help='Laid over the image\'s Env')
+        sweep_command.add_workload_arguments(parser)
         parser.add_argument('--kernel-source', metavar='<tarball>',
                             help='A Linux source tarball in the conductor\'s '
                                  '[container]kernel_source_dirs (default: '
@@ -68,15 +57,7 @@ class PgoContainer(sweep_command.SweepContainer):
                                  'bmc-node)')
         parser.add_argument('--repeat', type=int, default=3, metavar='<n>',
                             help='Runs on each kernel (default 3)')
-        metric = parser.add_mutually_exclusive_group()
-        metric.add_argument('--metric-regex', metavar='<regex>',
-                            help='The metric: group 1 of the last output '
-                                 'line it matches')
-        metric.add_argument('--metric-json', metavar='<key>',
-                            help='The metric: this key of the last JSON '
-                                 'line of the output that has it')
-        parser.add_argument('--lower-is-better', action='store_true',
-                            help='The metric is a time or latency')
+        sweep_command.add_metric_arguments(parser)
         parser.add_argument('--rootfs', choices=deploy.ROOTFS_MODES)
         parser.add_argument('--reprofile', action='store_true',
                             help='Profile again, even if --output-dir holds '

@@ -61,6 +61,35 @@ def _kernel(text):
     return name, keys
 
 
+def add_workload_arguments(parser):
+    """The image and what it runs: --image, --command or --args, --env."""
+    parser.add_argument('--image', required=True, metavar='<ref>',
+                        help='OCI reference of the image (%s)'
+                             % protocol.II_IMAGE)
+    program = parser.add_mutually_exclusive_group()
+    program.add_argument('--command', metavar='<json-list>',
+                         help='Replaces ENTRYPOINT and CMD (%s)'
+                              % protocol.II_COMMAND)
+    program.add_argument('--args', metavar='<json-list>',
+                         help='Replaces CMD, keeps ENTRYPOINT (%s)'
+                              % protocol.II_ARGS)
+    parser.add_argument('--env', metavar='<key=value>', action='append',
+                        default=[], help='Laid over the image\'s Env')
+
+
+def add_metric_arguments(parser):
+    """Where the metric is in the output, and which way is better."""
+    metric = parser.add_mutually_exclusive_group()
+    metric.add_argument('--metric-regex', metavar='<regex>',
+                        help='The metric: group 1 of the last output '
+                             'line it matches')
+    metric.add_argument('--metric-json', metavar='<key>',
+                        help='The metric: this key of the last JSON '
+                             'line of the output that has it')
+    parser.add_argument('--lower-is-better', action='store_true',
+                        help='The metric is a time or latency')
+
+
 class SweepContainer(command.Lister):
     """Run an image over kernels x tunables profiles, repeated (operator).
 
@@ -73,18 +102,7 @@ class SweepContainer(command.Lister):
         parser.add_argument('nodes', metavar='<node>', nargs='+',
                             help='Nodes (UUID or name) of one class, '
                                  'available; runs take them in turn')
-        parser.add_argument('--image', required=True, metavar='<ref>',
-                            help='OCI reference of the image (%s)'
-                                 % protocol.II_IMAGE)
-        program = parser.add_mutually_exclusive_group()
-        program.add_argument('--command', metavar='<json-list>',
-                             help='Replaces ENTRYPOINT and CMD (%s)'
-                                  % protocol.II_COMMAND)
-        program.add_argument('--args', metavar='<json-list>',
-                             help='Replaces CMD, keeps ENTRYPOINT (%s)'
-                                  % protocol.II_ARGS)
-        parser.add_argument('--env', metavar='<key=value>', action='append',
-                            default=[], help='Laid over the image\'s Env')
+        add_workload_arguments(parser)
         parser.add_argument('--kernel', metavar='<name=url[,modules-url]>',
                             action='append', default=[],
                             help='A kernel to sweep (the node\'s default '
@@ -106,15 +124,7 @@ class SweepContainer(command.Lister):
                                  '(default %s)' % SIZE_ENV)
         parser.add_argument('--repeat', type=int, default=3,
                             metavar='<n>', help='Runs per cell (default 3)')
-        metric = parser.add_mutually_exclusive_group()
-        metric.add_argument('--metric-regex', metavar='<regex>',
-                            help='The metric: group 1 of the last output '
-                                 'line it matches')
-        metric.add_argument('--metric-json', metavar='<key>',
-                            help='The metric: this key of the last JSON '
-                                 'line of the output that has it')
-        parser.add_argument('--lower-is-better', action='store_true',
-                            help='The metric is a time or latency')
+        add_metric_arguments(parser)
         parser.add_argument('--baseline', metavar='<kernel,profile>',
                             help='The cell the break-even is against '
                                  '(default: the first)')
