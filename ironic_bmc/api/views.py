@@ -38,8 +38,8 @@ TENANT_FIELDS = frozenset((
 OPERATOR_FIELDS = frozenset((
     'kernel', 'ramdisk', 'kernel_modules', 'artifact', 'takeovers',
     'build_restarts', 'cold_reason',
-    # Unikernel runs are the operator's only.
-    'kind', 'unikernel',
+    # Unikernel runs and kernel profiling are the operator's only.
+    'kind', 'unikernel', 'kernel_profile',
 ))
 #: Of the boot breakdown: all but the HTTP server's log lines.
 _BOOT_HIDDEN = frozenset(('http',))
