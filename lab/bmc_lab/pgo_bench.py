@@ -86,6 +86,10 @@ def _row(state, kernel):
     return next((r for r in state['table'] if r['kernel'] == kernel), {})
 
 
+def _round(value, digits=2):
+    return None if value is None else round(value, digits)
+
+
 def summarize(first, second):
     """The bench's JSON fields from the two loops."""
     builds = first['builds']
@@ -102,11 +106,11 @@ def summarize(first, second):
         'pgo_uname_v': first.get('uname_v'),
         'pgo_metric_median': {k: cells.get(k, {}).get('metric_median')
                               for k in ('plain', 'pgo')},
-        'pgo_workload_s': {k: cells.get(k, {}).get('workload_s')
+        'pgo_workload_s': {k: _round(cells.get(k, {}).get('workload_s'))
                            for k in ('plain', 'pgo')},
         'pgo_change': _row(first, 'pgo').get('change'),
         'pgo_break_even_runs': _row(first, 'pgo').get('break-even (runs)'),
-        'pgo_loop_s': first.get('loop_seconds'),
+        'pgo_loop_s': _round(first.get('loop_seconds')),
         'pgo_where_measured': first.get('where_measured'),
         'pgo_second_loop_cached': {
             k: bool(second['builds'][k].get('cached'))
