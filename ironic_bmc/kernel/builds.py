@@ -215,12 +215,23 @@ def plan(variant, source=None, config=DEFAULT_CONFIG, profile=None):
     for path in fragments:
         with open(path, 'rb') as f:
             parts['fragments'].append(hashlib.sha256(f.read()).hexdigest())
+    if variant == worker.PGO:
+        counted = [sha for path, sha in zip(
+            profiled['spec']['fragments'],
+            profiled['spec'].get('fragment_sha256') or (), strict=False)
+            if os.path.basename(path) != GCOV_FRAGMENT + '.config']
+        if counted != parts['fragments']:
+            raise _invalid('profile_run', _(
+                'the config fragments changed since gcov build %s counted '
+                'the profile: the profile fits the old config only; build '
+                'the gcov kernel again and profile again')
+                % profile['build'])
     digest.update(json.dumps(parts, sort_keys=True).encode())
     build_id = digest.hexdigest()[:ID_LENGTH]
     spec = {
         'build_id': build_id, 'variant': variant,
         'source': source_path, 'source_sha256': source_sha,
-        'fragments': fragments,
+        'fragments': fragments, 'fragment_sha256': parts['fragments'],
         'sources': _root('sources'), 'slots': _root('slots'),
         'workers': CONF.container.kernel_build_workers,
         'jobs': CONF.container.kernel_build_jobs,

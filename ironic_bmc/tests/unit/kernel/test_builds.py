@@ -202,6 +202,11 @@ class KernelBuildsTestCase(base.TestCase):
         other = dict(profile, sha256='0' * 64)
         self.assertNotEqual(spec['build_id'],
                             builds.plan('pgo', profile=other)['build_id'])
+        # A profile of an older config does not go into the new one.
+        self._fragment('small', 'CONFIG_64BIT=y\n')
+        self.assertRaisesRegex(exception.InvalidParameterValue,
+                               'the config fragments changed since gcov '
+                               'build', builds.plan, 'pgo', profile=profile)
 
     def test_pgo_needs_a_gcov_build_of_this_conductor(self):
         profile = {'path': '/nonexistent', 'sha256': '0' * 64,
