@@ -10,51 +10,92 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""A source tarball that builds like Linux's top Makefile, in a second.
+"""A kernel source tarball and the tools a build runs, faked: a build in
+a second, on a machine without make or depmod (the unit tier's).
 
-It knows the targets and files the build worker uses: ``tinyconfig``,
-``olddefconfig`` (which drops CONFIG_NEEDS_MISSING, as Kconfig drops an
-option whose dependency is unset), ``bzImage`` (writes the image with
-KBUILD_BUILD_VERSION and KCFLAGS in it, warns per object that has no
-.gcda when KCFLAGS asks for a profile, sleeps FAKE_SLEEP seconds),
-``modules``, ``modules_install``, and ``scripts/kconfig/merge_config.sh``.
+:func:`install_tools` writes ``make`` and ``depmod`` into a directory the
+test puts first on PATH; the build worker is a real process that runs
+them.  The fake ``make`` knows what the worker asks of Linux's top
+Makefile: ``tinyconfig``, ``olddefconfig`` (which drops
+CONFIG_NEEDS_MISSING, as Kconfig drops an option whose dependency is
+unset), ``bzImage`` (writes the image with KBUILD_BUILD_VERSION and
+KCFLAGS in it; with ``-fprofile-use`` warns as gcc does for each object
+without a .gcda; sleeps FAKE_SLEEP seconds), ``modules`` and
+``modules_install``.  The tarball holds a Makefile and
+``scripts/kconfig/merge_config.sh``.
 """
 
 import io
+import os
+import sys
 import tarfile
 
 RELEASE = '6.1.0-fake'
 OBJECTS = ('kernel/fork', 'kernel/sched/core', 'mm/memory')
 
-_WARNING = ("$$f.c: warning: '$$f.gcda' profile count data file not "
-            "found [-Wmissing-profile]")
-_RECIPES = (
-    ('tinyconfig', (
-        'mkdir -p $(O)',
-        "printf 'CONFIG_64BIT=y\\n# CONFIG_MODULES is not set\\n' "
-        '> $(O)/.config')),
-    ('olddefconfig', (
-        "grep -v '^CONFIG_NEEDS_MISSING' $(O)/.config > $(O)/.new || true",
-        'mv $(O)/.new $(O)/.config')),
-    ('bzImage', (
-        'mkdir -p $(O)/arch/x86/boot $(O)/include/config',
-        'echo "kernel #$(KBUILD_BUILD_VERSION) [$(KCFLAGS)]" '
-        '> $(O)/arch/x86/boot/bzImage',
-        'echo $(RELEASE) > $(O)/include/config/kernel.release',
-        'if [ -n "$(FAKE_SLEEP)" ]; then sleep $(FAKE_SLEEP); fi',
-        '@for f in $(OBJECTS); do case "$(KCFLAGS)" in *profile-use*) '
-        '[ -f $(O)/$$f.gcda ] || echo "%s";; esac; done' % _WARNING)),
-    ('modules', ('true',)),
-    ('modules_install', (
-        'mkdir -p $(MODDIR)',
-        "printf 'kernel/fs/erofs/erofs.ko\\n' > $(MODDIR)/modules.builtin",
-        ': > $(MODDIR)/modules.order')),
-)
-MAKEFILE = '\n'.join(
-    ['O ?= .', 'RELEASE = ' + RELEASE, 'OBJECTS = ' + ' '.join(OBJECTS),
-     'MODDIR = $(INSTALL_MOD_PATH)/lib/modules/$(RELEASE)']
-    + ['%s:\n%s' % (target, '\n'.join('\t' + line for line in lines))
-       for target, lines in _RECIPES]) + '\n'
+FAKE_MAKE = r'''#!%(python)s
+import os, sys, time
+RELEASE = %(release)r
+OBJECTS = %(objects)r
+args, variables, targets = sys.argv[1:], {}, []
+i = 0
+while i < len(args):
+    arg = args[i]
+    if arg == '-C':
+        i += 2
+        continue
+    if not arg.startswith('-j'):
+        if '=' in arg:
+            key, value = arg.split('=', 1)
+            variables[key] = value
+        else:
+            targets.append(arg)
+    i += 1
+obj = variables.get('O', '.')
+kcflags = os.environ.get('KCFLAGS', '')
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(text)
+
+
+for target in targets:
+    config = os.path.join(obj, '.config')
+    if target == 'tinyconfig':
+        write(config, 'CONFIG_64BIT=y\n# CONFIG_MODULES is not set\n')
+    elif target == 'olddefconfig':
+        with open(config) as f:
+            kept = [l for l in f if not l.startswith('CONFIG_NEEDS_MISSING')]
+        write(config, ''.join(kept))
+    elif target == 'bzImage':
+        write(os.path.join(obj, 'arch/x86/boot/bzImage'), 'kernel #%%s [%%s]\n'
+              %% (os.environ.get('KBUILD_BUILD_VERSION'), kcflags))
+        write(os.path.join(obj, 'include/config/kernel.release'),
+              RELEASE + '\n')
+        time.sleep(float(os.environ.get('FAKE_SLEEP') or 0))
+        for name in OBJECTS:
+            if ('-fprofile-use' in kcflags
+                    and not os.path.exists(os.path.join(obj, name + '.gcda'))):
+                print("%%s.c: warning: '%%s.gcda' profile count data file not "
+                      "found [-Wmissing-profile]" %% (name, name))
+    elif target == 'modules':
+        pass
+    elif target == 'modules_install':
+        moddir = os.path.join(variables['INSTALL_MOD_PATH'], 'lib/modules',
+                              RELEASE)
+        write(os.path.join(moddir, 'modules.builtin'),
+              'kernel/fs/erofs/erofs.ko\n')
+        write(os.path.join(moddir, 'modules.order'), '')
+    else:
+        sys.exit('make: *** No rule to make target %%r.' %% target)
+'''
+
+FAKE_DEPMOD = r'''#!/bin/sh
+# depmod -a -b ROOT VERSION
+touch "$3/lib/modules/$4/modules.dep"
+'''
 
 MERGE = """#!/bin/sh
 # merge_config.sh -m -O OBJ BASE FRAGMENT...
@@ -63,12 +104,27 @@ cat "$@" >> "$base"
 """
 
 
+def install_tools(directory):
+    """Write the fake ``make`` and ``depmod`` into ``directory``."""
+    os.makedirs(directory, exist_ok=True)
+    for name, text in (
+            ('make', FAKE_MAKE % {'python': sys.executable,
+                                  'release': RELEASE,
+                                  'objects': OBJECTS}),
+            ('depmod', FAKE_DEPMOD)):
+        path = os.path.join(directory, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+    return directory
+
+
 def write(path):
     """Write the fake source tarball at ``path`` (a .tar.gz)."""
     with tarfile.open(path, 'w:gz') as tar:
-        for name, text, mode in (('Makefile', MAKEFILE, 0o644),
-                                 ('scripts/kconfig/merge_config.sh', MERGE,
-                                  0o755)):
+        for name, text, mode in (
+                ('Makefile', '# the fake make does the work\n', 0o644),
+                ('scripts/kconfig/merge_config.sh', MERGE, 0o755)):
             data = text.encode()
             info = tarfile.TarInfo('linux-fake/' + name)
             info.size = len(data)
@@ -87,5 +143,3 @@ def profile_tar(path, build_id, objects=OBJECTS, prefix='var/lib/kb'):
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return path
-
-

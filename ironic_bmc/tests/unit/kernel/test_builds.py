@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 
+import fixtures
 from ironic.common import exception
 from ironic.tests import base
 
@@ -44,6 +45,11 @@ class KernelBuildsTestCase(base.TestCase):
         super().setUp()
         self.tmp = tempfile.mkdtemp(prefix='bmc-kbuild-test-')
         self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        # make and depmod are the fakes (the unit tier's machine has
+        # neither); the worker, a real process, finds them on PATH.
+        tools = fake_source.install_tools(os.path.join(self.tmp, 'bin'))
+        self.useFixture(fixtures.EnvironmentVariable(
+            'PATH', tools + os.pathsep + os.environ.get('PATH', '')))
         self.src_dir = os.path.join(self.tmp, 'src')
         os.makedirs(self.src_dir)
         fake_source.write(os.path.join(self.src_dir,
