@@ -54,6 +54,8 @@ SPEC = 'spec.json'
 STATUS = 'status.json'
 LOG = 'build.log'
 CONFIG = 'config'
+#: The build's artifact, under its directory.
+ARTIFACT = 'artifact'
 
 QUEUED = 'queued'
 BUILDING = 'building'
@@ -252,16 +254,9 @@ class _Build:
 
     def publish(self, out):
         """Put the finished artifact where its status says it is."""
-        target = self.spec['publish']
+        target = os.path.join(self.dir, ARTIFACT)
         shutil.rmtree(target, ignore_errors=True)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        try:
-            os.rename(out, target)
-        except OSError:
-            # Another filesystem: copied aside, then renamed into place.
-            shutil.copytree(out, target + '.tmp')
-            os.rename(target + '.tmp', target)
-            shutil.rmtree(out)
+        os.rename(out, target)
 
     def __call__(self):
         self.save()
@@ -273,7 +268,7 @@ class _Build:
         self.save(state=BUILDING, started=started)
         obj = os.path.join(self.dir, 'obj')
         stage = os.path.join(self.dir, 'stage')
-        out = os.path.join(self.dir, 'artifact.new')
+        out = os.path.join(self.dir, ARTIFACT + '.new')
         try:
             self.check_disk()
             src = self.source_tree()

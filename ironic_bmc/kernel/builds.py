@@ -51,7 +51,6 @@ from oslo_log import log
 from ironic_bmc.conf import CONF
 from ironic_bmc.kernel import artifact
 from ironic_bmc.kernel import build as worker
-from ironic_bmc.kernel import profile as kernel_profile
 
 LOG = log.getLogger(__name__)
 
@@ -76,7 +75,7 @@ def _root(*parts):
 
 def artifact_dir(build_id):
     """Where the artifact of a build is."""
-    return _root('builds', build_id, 'artifact')
+    return _root('builds', build_id, worker.ARTIFACT)
 
 
 def _invalid(field, reason):
@@ -237,7 +236,6 @@ def plan(variant, source=None, config=DEFAULT_CONFIG, profile=None):
         'jobs': CONF.container.kernel_build_jobs,
         'timeout': CONF.container.kernel_build_timeout,
         'min_free_bytes': CONF.container.kernel_build_min_free_gb * 2 ** 30,
-        'publish': artifact_dir(build_id),
     }
     if profile:
         spec.update(profile=profile['path'], profile_sha256=profile['sha256'],
@@ -357,12 +355,3 @@ def log_tail(build_id, max_bytes=4096):
             return f.read().decode('utf-8', 'replace')
     except OSError:
         return ''
-
-
-def profile_build(path, max_bytes):
-    """Check a run's profile tar; ``(gcov build id, files, bytes)``.
-
-    :raises: ProfileError.
-    """
-    with kernel_profile.open_tar(path) as tar:
-        return kernel_profile.check(tar, max_bytes)

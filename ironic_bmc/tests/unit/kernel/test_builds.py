@@ -28,6 +28,7 @@ from ironic.tests import base
 from ironic_bmc.kernel import artifact
 from ironic_bmc.kernel import build as worker
 from ironic_bmc.kernel import builds
+from ironic_bmc.kernel import profile as kernel_profile
 from ironic_bmc.tests.unit.kernel import fake_source
 
 
@@ -181,7 +182,8 @@ class KernelBuildsTestCase(base.TestCase):
         tar = fake_source.profile_tar(
             os.path.join(self.tmp, 'profile.tar'), gcov['build_id'],
             objects=fake_source.OBJECTS[:2])
-        found, files, size = builds.profile_build(tar, 2 ** 20)
+        with kernel_profile.open_tar(tar) as opened:
+            found, files, size = kernel_profile.check(opened, 2 ** 20)
         self.assertEqual((gcov['build_id'], 2), (found, files))
         profile = {'path': tar, 'sha256': artifact.sha256_file(tar),
                    'build': found, 'run': 'run-1'}
