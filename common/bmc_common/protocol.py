@@ -78,6 +78,51 @@ node must boot a kernel of the gcov build variant); the run keeps the
 profile, from which a pgo kernel build is made."""
 KERNEL_PROFILES = ('gcov',)
 
+# --- run groups: one job across several nodes --------------------------------
+
+#: The group a deploy belongs to: a lowercase DNS label of at most
+#: GROUP_NAME_MAX characters.  The nodes deployed with the same name in
+#: the same project (or by the operator) and within one another's deploy
+#: form one job.
+II_GROUP = 'container_group'
+#: How many nodes the group has (2 .. [container]group_max_size).
+II_GROUP_SIZE = 'container_group_size'
+#: How the ranks are launched: ``ssh`` (the command runs on rank 0; every
+#: other member runs the image's sshd, keys the group made for itself
+#: let rank 0 in) or ``none`` (every member runs the command).
+II_GROUP_LAUNCHER = 'container_group_launcher'
+GROUP_LAUNCHER_SSH = 'ssh'
+GROUP_LAUNCHER_NONE = 'none'
+GROUP_LAUNCHERS = (GROUP_LAUNCHER_SSH, GROUP_LAUNCHER_NONE)
+GROUP_NAME_MAX = 48
+GROUP_NAME_PATTERN = r'^[a-z0-9]([a-z0-9-]*[a-z0-9])?$'
+
+#: What a member's container finds (paths inside its root).
+GROUP_DIR = '/etc/bmc/group'
+#: The members' host names, one per line, by rank.
+GROUP_HOSTFILE = GROUP_DIR + '/hostfile'
+GROUP_SSHD_CONFIG = GROUP_DIR + '/sshd_config'
+#: The image's sshd (Debian's openssh-server), run by the ssh launcher.
+GROUP_SSHD = '/usr/sbin/sshd'
+GROUP_SSH_PORT = 22
+#: The environment every member's command gets.
+ENV_GROUP = 'BMC_GROUP'
+ENV_GROUP_ID = 'BMC_GROUP_ID'
+ENV_RANK = 'BMC_RANK'
+ENV_SIZE = 'BMC_SIZE'
+ENV_HOSTFILE = 'BMC_HOSTFILE'
+#: The group network's interface and this member's address on it.
+ENV_GROUP_IFACE = 'BMC_GROUP_IFACE'
+ENV_GROUP_ADDRESS = 'BMC_GROUP_ADDRESS'
+#: The members' host names, space-separated, by rank.
+ENV_GROUP_HOSTS = 'BMC_GROUP_HOSTS'
+
+
+def group_hostname(name, rank):
+    """Member ``rank``'s host name in group ``name``."""
+    return '%s-%d' % (name, rank)
+
+
 ROOTFS_RAMFS = 'ramfs'
 ROOTFS_NFS = 'nfs'
 ROOTFS_STREAM = 'stream'
@@ -131,7 +176,21 @@ public keys of its meta_data.json are added to the root's
 kernel's gcov counters are reset just before the runtime starts; see
 STEP_COLLECT_KERNEL_PROFILE).  Returns ``{"pid": int, "started":
 float[, "configdrive": {"files", "bytes", "device", "authorized_keys",
-"seconds"}]}``.
+"seconds"}][, "group": {"interface", "address", "peers_ready"}]}``.
+
+``group`` (a run group member, see II_GROUP) is ``{"name", "id", "rank",
+"size", "launcher", "interface": {"mac", "address" (``A.B.C.D/prefix``)},
+"members": [{"rank", "hostname", "address", "host_key"}] (by rank; the
+host key is the member's public ``ssh-ed25519`` key), "ssh":
+{"private_key", "host_key" (this member's OpenSSH private keys),
+"authorized_keys" (the members' public keys)}, "peer_wait" (seconds)}``.
+The agent brings the interface with that MAC up with that address,
+writes GROUP_HOSTFILE, the members into ``/etc/hosts``, the group's SSH
+files, sets the host name to the member's, and adds the ENV_GROUP*
+variables.  With the ``ssh`` launcher rank 0 waits up to ``peer_wait``
+for every other member's sshd before its command starts, and every other
+member runs GROUP_SSHD (listening on its group address only) instead of
+the command.
 """
 
 STEP_WORKLOAD_STATUS = 'bmc_workload_status'
