@@ -348,6 +348,31 @@ opts = [
                help='Largest gcov profile a profiling run '
                     '(container_kernel_profile=gcov) may bring back from '
                     'its node (MiB, uncompressed).'),
+    # --- run groups (one job across nodes) ---
+    cfg.StrOpt('group_physical_network', default='bmc-group',
+               help=('The physical_network of the port that joins a node '
+                      'to the run-group network: a second NIC on a segment '
+                      'only the group members share.  The port\'s '
+                      'extra/bmc_group_address is the node\'s address '
+                      'there (A.B.C.D/prefix).  A node without such a port '
+                      'cannot deploy with instance_info/container_group.')),
+    cfg.IntOpt('group_max_size', default=32, min=2, max=128,
+               help=('The most nodes one run group may have.')),
+    cfg.IntOpt('group_barrier_timeout', default=600, min=30, max=86400,
+               help=('Seconds the members of a run group that have staged '
+                      'their root wait for the others; then the whole group '
+                      'fails, naming the members that did not arrive.  Keep '
+                      'it below [conductor]deploy_callback_timeout, which '
+                      'fails a waiting node with a less helpful message.')),
+    cfg.IntOpt('group_poll_interval', default=10, min=1, max=600,
+               help=('Seconds between the checks of the run groups this '
+                      'conductor holds nodes of: members waiting at the '
+                      'barrier (a lost wake-up, the timeout, a member that '
+                      'failed) and running groups whose member ended.')),
+    cfg.IntOpt('group_peer_wait', default=120, min=0, max=3600,
+               help=('With the ssh launcher: seconds rank 0 waits for '
+                      'every other member\'s sshd before its command '
+                      'starts.')),
 ]
 
 

@@ -26,6 +26,7 @@ from oslo_utils import strutils
 from bmc_common import oci
 from bmc_common import protocol
 from ironic_bmc.conf import CONF
+from ironic_bmc.group import info as group_info
 from ironic_bmc import image_properties
 from ironic_bmc import start_args
 from ironic_bmc import stream_cache
@@ -71,6 +72,8 @@ class ContainerInfo:
     results: list = dataclasses.field(default_factory=list)
     #: container_kernel_profile (operator-only): "gcov", or None.
     kernel_profile: str = None
+    #: The run group the deploy joins (group_info.GroupInfo), or None.
+    group: object = None
 
 
 def _json_value(key, value, kind, label=None):
@@ -268,6 +271,7 @@ def parse(node):
                            label(protocol.II_STREAM_CACHE))
     _run_limits(info, label, result)
     result.kernel_profile = run_profile.requested(node, info)
+    result.group = group_info.requested(node, info)
     if info.get(protocol.II_RESULTS) not in (None, ''):
         result.results = _results(info[protocol.II_RESULTS],
                                   label(protocol.II_RESULTS))

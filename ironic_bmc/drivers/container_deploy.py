@@ -23,6 +23,8 @@ is a timeline of steps (priority, where it runs):
 * 80 ``bmc_stage_rootfs`` (agent): fetch the artifact into RAM, verify
   its digest, mount it with a writable overlay.  Waits for the build
   when the agent is up first.
+* 75 ``bmc_group_barrier`` (conductor): a run group's member waits until
+  every member has staged its root (:mod:`ironic_bmc.group`).
 * 70 ``bmc_start_workload`` (agent): start the workload in that root.
 * 10 ``bmc_record_start`` (conductor): the node becomes ACTIVE.
 
@@ -64,6 +66,8 @@ from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import tuning
 from ironic_bmc.drivers import warm
 from ironic_bmc.drivers import workload_watch
+from ironic_bmc.group import barrier as group_barrier
+from ironic_bmc.group import lifecycle as group_lifecycle
 from bmc_common import protocol
 from ironic_bmc import report as run_report
 
@@ -185,6 +189,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             'configdrive': drive_args,
             'kernel_profile': container.kernel_profile,
         })
+        if container.group:
+            group_barrier.join(task, container.group, report['deploy_id'])
         up = node_boot.bring_up(task, report, kernel_args, claim)
         unavailable = energy.start(node)
         if unavailable:
@@ -297,6 +303,13 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                     url=args['url'] + boot_files.VERITY_SUFFIX)
         return self._execute_in_band(task, args)
 
+    @base.deploy_step(priority=75)
+    @run_report.written_once
+    def bmc_group_barrier(self, task):
+        """A run group's member waits here until every member has staged
+        its root; then all start (a no-op outside a group)."""
+        return group_barrier.arrive(task)
+
     @base.deploy_step(priority=70)
     @run_report.written_once
     def bmc_start_workload(self, task):
@@ -315,6 +328,9 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             args = dict(args, configdrive=drive)
         if info.get('kernel_profile'):
             args = dict(args, kernel_profile=info['kernel_profile'])
+        group = group_barrier.start_args(node)
+        if group:
+            args = dict(args, group=group)
         return self._execute_in_band(task, args)
 
     @base.deploy_step(priority=10)
@@ -394,6 +410,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         configdrive.unpublish(task)
         rootfs.release(node)
         warm.forget(node)
+        # (While the group record is still there.)
+        group_lifecycle.left(task)
         node.del_driver_internal_info(DEPLOY_KEY)
         image_properties.forget(node)
         agent_calls.forget(node)

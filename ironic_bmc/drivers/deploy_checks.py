@@ -26,6 +26,7 @@ from ironic.conf import CONF
 from ironic.drivers.modules import deploy_utils
 
 from bmc_common import protocol
+from ironic_bmc.group import info as group_info
 from ironic_bmc import deploy_info
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import configdrive
@@ -52,6 +53,8 @@ def validate(task):
     # (The configdrive itself arrives with the deploy request, after
     # validate: the deploy step checks it.)
     configdrive.optional(node)
+    if container.group:
+        group_info.network_port(task)
     if node.network_interface not in SUPPORTED_NETWORKS:
         raise exception.InvalidParameterValue(
             _('The container deploy interface needs a network interface '

@@ -25,6 +25,7 @@ from oslo_log import log
 from ironic_bmc.drivers import local_state
 from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.drivers import workload_watch
+from ironic_bmc.group import barrier as group_barrier
 from ironic_bmc import run_files
 
 LOG = log.getLogger(__name__)
@@ -44,6 +45,20 @@ class DeployPeriodicsMixin:
         # Handed to the watch pool: one slow or silent agent must not
         # hold up the other nodes' polls (this loop is serial).
         return workload_watch.check_soon(context, task.node.uuid)
+
+    @periodics.node_periodic(
+        purpose='watching run group barriers',
+        spacing=lambda: CONF.container.group_poll_interval,
+        filters={'provision_state': states.DEPLOYWAIT, 'reserved': False,
+                 'maintenance': False},
+        predicate_extra_fields=['driver_internal_info', 'deploy_step'],
+        predicate=group_barrier.waiting,
+    )
+    def _watch_group_barriers(self, task, manager, context):
+        """Wake a member waiting at its group's barrier when the group is
+        complete (its wake-up was lost), failed, or out of time: the
+        barrier step decides what happens."""
+        group_barrier.poll(task)
 
     @periodics.node_periodic(
         purpose='restarting lost rootfs builds',

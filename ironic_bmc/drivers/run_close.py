@@ -237,7 +237,7 @@ def _walltime_end(node, report, status):
     return message
 
 
-def stop_workload(task):
+def stop_workload(task, reason=protocol.STOP_UNDEPLOY):
     """Ask the agent to stop a running workload gracefully (its image's
     StopSignal, SIGKILL to its cgroup after [container]stop_grace_period);
     its last status, or None when the agent does not answer."""
@@ -247,7 +247,7 @@ def stop_workload(task):
         # The agent waits grace, then up to 10 s for the SIGKILL.
         status = agent_calls.call(
             task, protocol.STEP_STOP_WORKLOAD,
-            args={'grace': grace, 'reason': protocol.STOP_UNDEPLOY},
+            args={'grace': grace, 'reason': reason},
             timeout=grace + 30)
         return agent_replies.workload_status(node, status,
                                              _('the stop reply'))

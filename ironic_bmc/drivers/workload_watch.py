@@ -35,6 +35,10 @@ A lost run ends ``failed`` with the reason in the report and in the
 node's ``last_error``; the node is powered off, so it is in a known state
 and draws no power for a run nobody watches.  It stays ACTIVE until it is
 undeployed, like a finished job.
+
+A run group's member (:mod:`ironic_bmc.group`) also ends when its group
+does: its workload is stopped, and its report names the member that
+ended the group.
 """
 
 import threading
@@ -55,6 +59,7 @@ from ironic_bmc.drivers import agent_replies
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import stream_report
+from ironic_bmc.group import lifecycle as group_lifecycle
 from ironic_bmc import report as run_report
 
 LOG = log.getLogger(__name__)
@@ -238,6 +243,10 @@ def _check(task):
         return
     deploy_id = run_report.get(node)['deploy_id']
     key = (node.uuid, deploy_id)
+    ended = group_lifecycle.group_end(task.context, node)
+    if ended:
+        _end_with_group(task, deploy_id, ended)
+        return
     try:
         status = _status(task, notify_exit=notify_exit)
     except agent_replies.AgentReplyInvalid as exc:
@@ -292,8 +301,54 @@ def _check(task):
         task.node.save()
     elif reason is None:
         run_close.record_exit(task, status)
+        _ended_in_group(task)
     else:
         record_lost(task, reason)
+        _ended_in_group(task)
+
+
+def _ended_in_group(task):
+    """A group member's run ended: the other members look now (the ones
+    this conductor watches), not at their next poll."""
+    for other in group_lifecycle.run_ended(task):
+        check_soon(task.context, other)
+
+
+def _end_with_group(task, deploy_id, ended):
+    """The member's group has ended: stop its workload (the exit is
+    recorded as any exit is) and say which member ended the group."""
+    task.upgrade_lock()
+    node = task.node
+    report = run_report.get(node)
+    if (node.provision_state != states.ACTIVE or not report
+            or report.get('deploy_id') != deploy_id
+            or report.get('state') != 'running'):
+        return
+    why = (_('run group %(group)s ended: %(reason)s')
+           % {'group': (report.get('group') or {}).get('name'),
+              'reason': ended['reason']})
+    LOG.info('Stopping the workload of node %(node)s: %(why)s',
+             {'node': node.uuid, 'why': why})
+    run_report.update(node, report, group=dict(
+        report.get('group') or {}, ended_by=ended))
+    status = None
+    try:
+        status = run_close.stop_workload(task, reason=protocol.STOP_REQUEST)
+    except agent_replies.AgentReplyInvalid as exc:
+        LOG.error('%s', exc)
+    if status and status.get('state') == 'exited':
+        stream_report.record(node, report, status)
+        run_close.record_exit(task, status)
+    else:
+        record_lost(task, why)
+    report = run_report.get(node)
+    if not ended.get('ok') and report.get('state') != 'failed':
+        run_report.update(node, report, state='failed', error=why)
+        manager_utils.node_history_record(node, event=why,
+                                          event_type='monitoring',
+                                          error=True)
+    group_lifecycle.run_ended(task, by_group=True)
+    node.save()
 
 
 def record_lost(task, reason):

@@ -572,8 +572,8 @@ class InBandStepsTestCase(ContainerDeployTestCase):
             steps = sorted(task.driver.deploy.get_deploy_steps(task),
                            key=lambda s: -s['priority'])
         self.assertEqual(['deploy', 'bmc_apply_tunables',
-                          'bmc_stage_rootfs', 'bmc_start_workload',
-                          'bmc_record_start'],
+                          'bmc_stage_rootfs', 'bmc_group_barrier',
+                          'bmc_start_workload', 'bmc_record_start'],
                          [s['step'] for s in steps])
 
 

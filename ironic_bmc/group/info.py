@@ -1,0 +1,142 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A run group member's keys (``container_group*``) and group network.
+
+The group is named by the user; it is scoped by who deploys: the nodes
+of one project (Nova's ``project_id`` or the node's lessee), or the
+operator's deploys, never both, so no one can join another project's
+group and be handed its keys.
+"""
+
+import dataclasses
+import ipaddress
+import re
+
+from ironic.common import exception
+from ironic.common.i18n import _
+
+from bmc_common import protocol
+from ironic_bmc.conf import CONF
+from ironic_bmc import image_properties
+from ironic_bmc import report as run_report
+
+#: The port's extra key holding the node's group-network address.
+ADDRESS_KEY = 'bmc_group_address'
+KEYS = (protocol.II_GROUP, protocol.II_GROUP_SIZE,
+        protocol.II_GROUP_LAUNCHER)
+#: The scope of the operator's own deploys (no project).
+OPERATOR_SCOPE = '-'
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupInfo:
+    name: str
+    size: int
+    launcher: str
+    #: The project the group belongs to, or OPERATOR_SCOPE.
+    scope: str
+
+    @property
+    def key(self):
+        """What every member of the group has in common."""
+        return '%s/%s' % (self.scope, self.name)
+
+
+def requested(node, info):
+    """The run group a deploy joins, or None.
+
+    :param info: the effective instance_info (with the image's keys).
+    :raises: InvalidParameterValue naming the key and the reason.
+    """
+    present = [k for k in KEYS if info.get(k) not in (None, '')]
+    if not present:
+        return None
+    for key in present:
+        if image_properties.from_image(node, key):
+            # Nova builds each server of a --min/--max request on its
+            # own, with no name the servers share that reaches Ironic.
+            raise exception.InvalidParameterValue(
+                _('%s: run groups are set in the node\'s instance_info '
+                  '(openstack baremetal node set --instance-info), not as '
+                  'an image property: a group of Nova servers is not '
+                  'supported yet') % image_properties.where(node, key))
+    where = 'instance_info/%s'
+    name = info.get(protocol.II_GROUP)
+    if name in (None, ''):
+        raise exception.MissingParameterValue(
+            _('%(keys)s are set, but not instance_info/%(key)s, the name '
+              'of the group') % {'keys': ', '.join(present),
+                                  'key': protocol.II_GROUP})
+    if (not isinstance(name, str) or len(name) > protocol.GROUP_NAME_MAX
+            or not re.match(protocol.GROUP_NAME_PATTERN, name)):
+        raise exception.InvalidParameterValue(
+            _('%(where)s must be lowercase letters, digits and "-" (not '
+              'first or last), at most %(max)d characters: the members\' '
+              'host names are NAME-RANK; got %(value)r')
+            % {'where': where % protocol.II_GROUP,
+               'max': protocol.GROUP_NAME_MAX, 'value': name})
+    size = info.get(protocol.II_GROUP_SIZE)
+    try:
+        size = int(str(size).strip())
+    except ValueError:
+        size = None
+    if size is None or not 2 <= size <= CONF.container.group_max_size:
+        raise exception.InvalidParameterValue(
+            _('%(where)s must be the number of nodes in the group, from 2 '
+              'to %(max)d ([container]group_max_size); got %(value)r')
+            % {'where': where % protocol.II_GROUP_SIZE,
+               'max': CONF.container.group_max_size,
+               'value': info.get(protocol.II_GROUP_SIZE)})
+    launcher = info.get(protocol.II_GROUP_LAUNCHER) or \
+        protocol.GROUP_LAUNCHER_SSH
+    if launcher not in protocol.GROUP_LAUNCHERS:
+        raise exception.InvalidParameterValue(
+            _('%(where)s must be one of %(known)s; got %(value)r')
+            % {'where': where % protocol.II_GROUP_LAUNCHER,
+               'known': ', '.join(protocol.GROUP_LAUNCHERS),
+               'value': launcher})
+    return GroupInfo(name=name, size=size, launcher=launcher,
+                     scope=run_report.owner_project(node) or OPERATOR_SCOPE)
+
+
+def network_port(task):
+    """The node's port on the group network: ``(mac, address)``, the
+    address an ``ipaddress`` interface (with its prefix).
+
+    :raises: InvalidParameterValue saying what the operator must add.
+    """
+    physnet = CONF.container.group_physical_network
+    ports = [p for p in task.ports if p.physical_network == physnet]
+    if len(ports) != 1:
+        raise exception.InvalidParameterValue(
+            _('Node %(node)s cannot join a run group (instance_info/'
+              '%(key)s): it needs exactly one port with physical_network '
+              '%(physnet)s ([container]group_physical_network), the NIC '
+              'on the segment the group\'s members share; it has %(n)d')
+            % {'node': task.node.uuid, 'key': protocol.II_GROUP,
+               'physnet': physnet, 'n': len(ports)})
+    port = ports[0]
+    value = (port.extra or {}).get(ADDRESS_KEY)
+    try:
+        address = ipaddress.ip_interface(str(value))
+        if address.network.prefixlen == address.max_prefixlen:
+            raise ValueError(_('no prefix'))
+    except ValueError:
+        raise exception.InvalidParameterValue(
+            _('Port %(port)s of node %(node)s (physical_network '
+              '%(physnet)s) needs extra/%(key)s, the node\'s address on the '
+              'group network with its prefix, e.g. 192.0.2.10/24; got '
+              '%(value)r') % {'port': port.uuid, 'node': task.node.uuid,
+                              'physnet': physnet, 'key': ADDRESS_KEY,
+                              'value': value}) from None
+    return port.address.lower(), address

@@ -1,0 +1,400 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Run groups: keys, membership, the barrier, the group's end, on
+Ironic's own DB test fixtures."""
+
+from unittest import mock
+
+from ironic.common import exception
+from ironic.common import states
+from ironic.conductor import task_manager
+from ironic.conductor import utils as manager_utils
+from ironic import objects
+from ironic.tests.unit.objects import utils as obj_utils
+from oslo_utils import uuidutils
+
+from bmc_common import protocol
+from ironic_bmc import deploy_info
+from ironic_bmc.group import barrier
+from ironic_bmc.group import info as group_info
+from ironic_bmc.group import lifecycle
+from ironic_bmc.group import members
+from ironic_bmc import report as run_report
+from ironic_bmc.tests.unit.drivers import test_container_deploy as base
+
+IMAGE = '127.0.0.1:5050/bmc/mpi:1'
+DEPLOY_KEY = members.DEPLOY_KEY
+
+
+class GroupTestCase(base.ContainerDeployTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.resume = self.useFixture_mock(
+            manager_utils, 'notify_conductor_resume_deploy')
+
+    def useFixture_mock(self, target, name):
+        patcher = mock.patch.object(target, name, autospec=True)
+        self.addCleanup(patcher.stop)
+        return patcher.start()
+
+    def _node(self, name, index, group='mpi', size=2, launcher=None,
+              address=True, **fields):
+        info = {'container_image': IMAGE, 'container_mode': 'job',
+                'container_group': group, 'container_group_size': size}
+        if launcher:
+            info['container_group_launcher'] = launcher
+        fields.setdefault('provision_state', states.DEPLOYING)
+        node = obj_utils.create_test_node(
+            self.context, uuid=uuidutils.generate_uuid(), name=name,
+            driver='fake-hardware', deploy_interface='fake',
+            boot_interface='fake', network_interface='noop',
+            instance_info=info, driver_internal_info={DEPLOY_KEY: {}},
+            **fields)
+        obj_utils.create_test_port(
+            self.context, uuid=uuidutils.generate_uuid(), node_id=node.id,
+            address='52:54:00:bd:00:%02x' % index,
+            physical_network='bmc-group',
+            extra={'bmc_group_address': '192.0.2.%d/24' % (10 + index)}
+            if address else {})
+        return node
+
+    def _join(self, node):
+        with task_manager.acquire(self.context, node.uuid) as task:
+            container = deploy_info.parse(task.node)
+            report = run_report.new(task.node, container)
+            run_report.update(task.node, report)
+            barrier.join(task, container.group, report['deploy_id'])
+            task.node.save()
+
+    def _arrive(self, node, deploy_step=True):
+        with task_manager.acquire(self.context, node.uuid) as task:
+            if deploy_step:
+                task.node.deploy_step = {'step': barrier.STEP,
+                                         'interface': 'deploy'}
+            result = barrier.arrive(task)
+            if result == states.DEPLOYWAIT:
+                task.node.provision_state = states.DEPLOYWAIT
+            task.node.save()
+            return result
+
+    def _rec(self, node):
+        return members.record(objects.Node.get_by_uuid(self.context,
+                                                       node.uuid))
+
+
+class InfoTestCase(GroupTestCase):
+
+    def _requested(self, **info):
+        node = obj_utils.create_test_node(
+            self.context, uuid=uuidutils.generate_uuid(),
+            instance_info=dict({'container_image': IMAGE}, **info))
+        return group_info.requested(node, node.instance_info)
+
+    def test_no_group(self):
+        self.assertIsNone(self._requested())
+
+    def test_group(self):
+        found = self._requested(container_group='mpi',
+                                container_group_size='2')
+        self.assertEqual(('mpi', 2, 'ssh', '-'),
+                         (found.name, found.size, found.launcher,
+                          found.scope))
+        self.assertEqual('-/mpi', found.key)
+
+    def test_project_scope(self):
+        found = self._requested(container_group='mpi',
+                                container_group_size=2, project_id='p1')
+        self.assertEqual('p1/mpi', found.key)
+
+    def test_bad_name(self):
+        for name in ('MPI', '-mpi', 'a_b', 'x' * 49):
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    self._requested, container_group=name,
+                                    container_group_size=2)
+            self.assertIn('instance_info/container_group must be', str(exc))
+
+    def test_size_without_name(self):
+        exc = self.assertRaises(exception.MissingParameterValue,
+                                self._requested, container_group_size=2)
+        self.assertIn('instance_info/container_group,', str(exc))
+
+    def test_bad_size(self):
+        for size in (1, 'two', 33, None):
+            exc = self.assertRaises(
+                exception.InvalidParameterValue, self._requested,
+                container_group='mpi', container_group_size=size)
+            self.assertIn('instance_info/container_group_size', str(exc))
+            self.assertIn('from 2 to 32', str(exc))
+
+    def test_bad_launcher(self):
+        exc = self.assertRaises(
+            exception.InvalidParameterValue, self._requested,
+            container_group='mpi', container_group_size=2,
+            container_group_launcher='pmix')
+        self.assertIn('container_group_launcher must be one of ssh, none',
+                      str(exc))
+
+    def test_port_needed(self):
+        node = self._node('n0', 0)
+        other = self._node('n1', 1, address=False)
+        with task_manager.acquire(self.context, node.uuid) as task:
+            mac, address = group_info.network_port(task)
+        self.assertEqual(('52:54:00:bd:00:00', '192.0.2.10/24'),
+                         (mac, str(address)))
+        with task_manager.acquire(self.context, other.uuid) as task:
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    group_info.network_port, task)
+        self.assertIn('needs extra/bmc_group_address', str(exc))
+        bare = obj_utils.create_test_node(self.context,
+                                          uuid=uuidutils.generate_uuid())
+        with task_manager.acquire(self.context, bare.uuid) as task:
+            exc = self.assertRaises(exception.InvalidParameterValue,
+                                    group_info.network_port, task)
+        self.assertIn('exactly one port with physical_network bmc-group',
+                      str(exc))
+
+
+class BarrierTestCase(GroupTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.a = self._node('a', 0)
+        self.b = self._node('b', 1)
+
+    def test_first_waits_second_completes(self):
+        self._join(self.a)
+        self._join(self.b)
+        self.assertEqual(states.DEPLOYWAIT, self._arrive(self.a))
+        self.assertEqual(members.STAGED, self._rec(self.a)['state'])
+        self.assertTrue(barrier.waiting(
+            objects.Node.get_by_uuid(self.context, self.a.uuid)))
+        self.assertIsNone(self._arrive(self.b))
+        rec_b = self._rec(self.b)
+        self.assertEqual((members.STARTED, 1),
+                         (rec_b['state'], rec_b['rank']))
+        # a was woken once, under its lock.
+        self.assertEqual(1, self.resume.call_count)
+        self.assertEqual(members.RELEASED, self._rec(self.a)['state'])
+        self.assertIsNone(self._arrive(self.a))
+        rec_a = self._rec(self.a)
+        self.assertEqual((members.STARTED, 0),
+                         (rec_a['state'], rec_a['rank']))
+        self.assertEqual(rec_a['plan'], rec_b['plan'])
+        node = objects.Node.get_by_uuid(self.context, self.b.uuid)
+        args = barrier.start_args(node)
+        self.assertEqual(['mpi-0', 'mpi-1'],
+                         [m['hostname'] for m in args['members']])
+        self.assertEqual(['192.0.2.10', '192.0.2.11'],
+                         [m['address'] for m in args['members']])
+        self.assertEqual({'mac': '52:54:00:bd:00:01',
+                          'address': '192.0.2.11/24'}, args['interface'])
+        self.assertEqual(2, len(args['ssh']['authorized_keys']))
+        self.assertIn('OPENSSH PRIVATE KEY', args['ssh']['private_key'])
+        self.assertNotEqual(args['ssh']['private_key'],
+                            args['ssh']['host_key'])
+        for member in args['members']:
+            self.assertEqual(2, len(member['host_key'].split()))
+        # The private keys stay out of the record others read.
+        self.assertNotIn('PRIVATE', str(rec_a))
+        report = run_report.get(node)
+        self.assertEqual((1, 2, 'running'),
+                         (report['group']['rank'], report['group']['size'],
+                          report['group']['state']))
+
+    def test_not_a_member(self):
+        node = obj_utils.create_test_node(
+            self.context, uuid=uuidutils.generate_uuid(),
+            driver_internal_info={DEPLOY_KEY: {}})
+        with task_manager.acquire(self.context, node.uuid) as task:
+            self.assertIsNone(barrier.arrive(task))
+            self.assertIsNone(barrier.start_args(task.node))
+
+    def test_timeout_names_who_is_missing(self):
+        self._join(self.a)
+        self.assertEqual(states.DEPLOYWAIT, self._arrive(self.a))
+        rec = self._rec(self.a)
+        outcome = barrier.evaluate(
+            self.context, objects.Node.get_by_uuid(self.context,
+                                                   self.a.uuid),
+            now=rec['staged_at'] + 601)
+        self.assertIn('waited 600 s', outcome.error)
+        self.assertIn('1 more node(s) not deploying', outcome.error)
+        self._join(self.b)
+        outcome = barrier.evaluate(
+            self.context, objects.Node.get_by_uuid(self.context,
+                                                   self.a.uuid),
+            now=rec['staged_at'] + 601)
+        self.assertIn('b (deploying)', outcome.error)
+
+    def test_poll_wakes_complete_group(self):
+        self._join(self.a)
+        self._join(self.b)
+        self._arrive(self.a)
+        # b staged, but its wake-up of a was lost.
+        with mock.patch.object(barrier, 'wake', autospec=True):
+            self._arrive(self.b)
+        with task_manager.acquire(self.context, self.a.uuid,
+                                  shared=True) as task:
+            barrier.poll(task)
+        self.assertEqual(members.RELEASED, self._rec(self.a)['state'])
+
+    def test_member_failed(self):
+        self._join(self.a)
+        self._join(self.b)
+        self._arrive(self.a)
+        with task_manager.acquire(self.context, self.b.uuid) as task:
+            task.node.last_error = 'agent never came up'
+            lifecycle.left(task)
+        self.assertEqual(members.RELEASED, self._rec(self.a)['state'])
+        objects.Node.get_by_uuid(self.context, self.b.uuid)
+        exc = self.assertRaises(exception.InstanceDeployFailure,
+                                self._arrive, self.a)
+        self.assertIn('member b failed: agent never came up', str(exc))
+
+    def test_too_many_members(self):
+        c = self._node('c', 2)
+        for node in (self.a, self.b, c):
+            self._join(node)
+        exc = self.assertRaises(exception.InstanceDeployFailure,
+                                self._arrive, self.a)
+        self.assertIn('has 3 nodes deploying: a, b, c', str(exc))
+
+    def test_name_of_a_running_group(self):
+        self._join(self.a)
+        self._join(self.b)
+        self._arrive(self.a)
+        self._arrive(self.b)
+        self._arrive(self.a)
+        c = self._node('c', 2)
+        self._join(c)
+        exc = self.assertRaises(exception.InstanceDeployFailure,
+                                self._arrive, c)
+        self.assertIn('is running already on a, b', str(exc))
+
+    def test_other_projects_group_is_another_group(self):
+        c = self._node('c', 2)
+        c.instance_info = dict(c.instance_info, project_id='p2')
+        c.save()
+        for node in (self.a, self.b, c):
+            self._join(node)
+        self.assertEqual('p2/mpi', self._rec(c)['key'])
+        self._arrive(self.a)
+        self.assertIsNone(self._arrive(self.b))
+
+
+class LifecycleTestCase(GroupTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.a = self._node('a', 0)
+        self.b = self._node('b', 1)
+        for node in (self.a, self.b):
+            self._join(node)
+        self._arrive(self.a)
+        self._arrive(self.b)
+        self._arrive(self.a)
+        for node in (self.a, self.b):
+            node = objects.Node.get_by_uuid(self.context, node.uuid)
+            node.provision_state = states.ACTIVE
+            node.save()
+
+    def _end(self, node, state, code=None, error=None):
+        with task_manager.acquire(self.context, node.uuid) as task:
+            report = run_report.get(task.node)
+            run_report.update(task.node, report, state=state,
+                              workload_exit_code=code, error=error)
+            return lifecycle.run_ended(task)
+
+    def _group_end(self, node):
+        return lifecycle.group_end(
+            self.context, objects.Node.get_by_uuid(self.context, node.uuid))
+
+    def test_running(self):
+        self.assertIsNone(self._group_end(self.a))
+
+    def test_rank0_exit_ends_group_well(self):
+        self.assertEqual([self.b.uuid], self._end(self.a, 'finished', 0))
+        ended = self._group_end(self.b)
+        self.assertEqual((0, True), (ended['rank'], ended['ok']))
+        self.assertIn('exited with code 0', ended['reason'])
+
+    def test_rank0_failure(self):
+        self._end(self.a, 'finished', 3)
+        ended = self._group_end(self.b)
+        self.assertEqual((0, False), (ended['rank'], ended['ok']))
+
+    def test_lost_member_fails_group(self):
+        self._end(self.b, 'failed', error='the agent has not answered')
+        ended = self._group_end(self.a)
+        self.assertEqual((1, False), (ended['rank'], ended['ok']))
+        self.assertIn('rank 1 (b) the agent has not answered',
+                      ended['reason'])
+        report = run_report.get(objects.Node.get_by_uuid(self.context,
+                                                         self.b.uuid))
+        self.assertEqual(1, report['group']['ended_by']['rank'])
+
+    def test_stopped_by_group_does_not_end_it(self):
+        self._end(self.b, 'finished', 143)
+        rec = self._rec(self.b)
+        with task_manager.acquire(self.context, self.a.uuid) as task:
+            report = run_report.get(task.node)
+            run_report.update(task.node, report, state='finished',
+                              workload_exit_code=0)
+            lifecycle.run_ended(task, by_group=True)
+        self.assertFalse(self._rec(self.a)['ended']['ends_group'])
+        self.assertTrue(rec['ended']['ends_group'])
+
+    def test_launcher_none_success_does_not_end_group(self):
+        rec = self._rec(self.b)
+        rec['launcher'] = protocol.GROUP_LAUNCHER_NONE
+        node = objects.Node.get_by_uuid(self.context, self.b.uuid)
+        members.save_record(node, rec)
+        node.save()
+        self._end(self.b, 'finished', 0)
+        self.assertIsNone(self._group_end(self.a))
+
+    def test_member_undeployed_ends_group(self):
+        node = objects.Node.get_by_uuid(self.context, self.b.uuid)
+        node.provision_state = states.DELETING
+        node.save()
+        ended = self._group_end(self.a)
+        self.assertIn('left the group (deleting)', ended['reason'])
+
+    @mock.patch('ironic.conductor.rpcapi.ConductorAPI', autospec=True)
+    def test_undeploy_one_undeploys_all(self, api):
+        api.return_value.get_topic_for.return_value = 'topic'
+        api.return_value.do_node_tear_down.side_effect = [None]
+        with task_manager.acquire(self.context, self.a.uuid) as task:
+            task.node.provision_state = states.DELETING
+            lifecycle.left(task)
+        api.return_value.do_node_tear_down.assert_called_once_with(
+            mock.ANY, self.b.uuid, topic='topic')
+
+    @mock.patch('ironic.conductor.rpcapi.ConductorAPI', autospec=True)
+    def test_undeploy_tolerates_member_being_undeployed(self, api):
+        api.return_value.do_node_tear_down.side_effect = (
+            exception.InvalidStateRequested('deleting'))
+        with task_manager.acquire(self.context, self.a.uuid) as task:
+            task.node.provision_state = states.DELETING
+            lifecycle.left(task)
+        self.assertEqual(1, api.return_value.do_node_tear_down.call_count)
+
+
+class KeysTestCase(GroupTestCase):
+
+    def test_each_member_its_own_keys(self):
+        from ironic_bmc.group import keys
+        one, two = keys.member_keys('a'), keys.member_keys('b')
+        self.assertNotEqual(one['user'][0], two['user'][0])
+        self.assertTrue(one['host'][1].startswith('ssh-ed25519 '))
