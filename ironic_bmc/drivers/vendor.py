@@ -13,6 +13,7 @@
 """Vendor passthru of container nodes: run reports, kernel builds.
 
     openstack baremetal node passthru call --http-method GET NODE run_report
+    openstack baremetal node passthru call --http-method GET NODE run_group
     openstack baremetal node passthru call NODE kernel_build \
         --arg variant=gcov
     openstack baremetal node passthru call NODE kernel_build_status \
@@ -32,12 +33,13 @@ from ironic.common.i18n import _
 from ironic.drivers import base
 from oslo_utils import uuidutils
 
+from ironic_bmc.group import summary as group_summary
 from ironic_bmc.kernel import builds
 from ironic_bmc.kernel import run_profile
 from ironic_bmc import report as run_report
 from ironic_bmc import run_files
 
-METHODS = ('run_report', 'run_output', 'kernel_build',
+METHODS = ('run_report', 'run_group', 'run_output', 'kernel_build',
            'kernel_build_status')
 
 
@@ -90,6 +92,15 @@ class ContainerVendor(base.VendorInterface):
                    'which': ' for deploy %s' % deploy_id if deploy_id
                    else ''})
         return found
+
+    @base.passthru(['GET', 'POST'], async_call=False,
+                   require_exclusive_lock=False,
+                   description=_('The group report of the run group the '
+                                 'current or last container deploy of the '
+                                 'node (or the one named by "deploy_id") '
+                                 'belongs to.'))
+    def run_group(self, task, deploy_id=None, **kwargs):
+        return group_summary.build(self.run_report(task, deploy_id))
 
     # POST too: clients send a GET without arguments (``passthru call
     # --arg result=...`` posts).

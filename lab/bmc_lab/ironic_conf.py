@@ -137,6 +137,11 @@ def render(settings, hardware_types=None, deploy_interfaces=None):
                 'images', 'modules-default.cpio.gz'),
             'workload_poll_interval': '3',
             'workload_lost_timeout': str(settings.workload_lost_timeout),
+            # Run groups: waiting members look every few seconds; the
+            # barrier gives up before Ironic's callback timeout would.
+            'group_poll_interval': '3',
+            'group_barrier_timeout': str(max(
+                30, min(600, settings.deploy_callback_timeout - 60))),
             # The nfs rootfs mode: the lab's nfs-ganesha, which nodes
             # reach through their guestfwd.
             'nfs_server_address': lab_settings.GUEST_HOST_ADDRESS,

@@ -64,7 +64,7 @@ DOMAIN_XML = """\
     <qemu:arg value='-netdev'/>
     <qemu:arg value='{netdev}'/>
     <qemu:arg value='-device'/>
-    <qemu:arg value='{nic}'/>
+    <qemu:arg value='{nic}'/>{group_nic}
   </qemu:commandline>
 </domain>
 """
@@ -98,6 +98,26 @@ def netdev_spec(settings, index):
     return ','.join(parts)
 
 
+#: The second NIC's QEMU arguments (see :func:`group_nic_args`).
+GROUP_NIC_XML = """
+    <qemu:arg value='-netdev'/>
+    <qemu:arg value='{netdev}'/>
+    <qemu:arg value='-device'/>
+    <qemu:arg value='{nic}'/>"""
+
+
+def group_nic_args(settings, index):
+    """The run-group NIC: every node of the lab on one L2 segment that
+    is UDP multicast on the host's loopback (QEMU's socket netdev joins
+    the group on 127.0.0.1 only: nothing leaves the host).  No option
+    ROM: the node boots from its first NIC only."""
+    netdev = 'socket,id=n1,mcast=%s:%d,localaddr=127.0.0.1' % (
+        lab_settings.GROUP_MCAST_ADDRESS, settings.ports.group_net)
+    nic = ('virtio-net-pci,netdev=n1,mac=%s,romfile=,bus=pci.0,addr=0xa'
+           % settings.node_group_mac(index))
+    return netdev, nic
+
+
 def kernel_append_params(settings, index):
     """Kernel arguments that make the agent reachable from the host."""
     return ('%%default%% ipa-advertise-host=127.0.0.1 '
@@ -128,7 +148,16 @@ def domain_xml(settings, index):
         # gives the disk index 1 (and nothing when it is "network"), so
         # the NIC boots first unless the disk was asked for.
         nic='virtio-net-pci,netdev=n0,mac=%s,bootindex=2,bus=pci.0,addr=0x9'
-            % settings.node_mac(index))
+            % settings.node_mac(index),
+        group_nic=_group_nic_xml(settings, index))
+
+
+def _group_nic_xml(settings, index):
+    if not settings.group_network:
+        return ''
+    netdev, nic = group_nic_args(settings, index)
+    return GROUP_NIC_XML.format(netdev=saxutils.escape(netdev),
+                                nic=saxutils.escape(nic))
 
 
 def virsh(*args, check=True, log_path=None):
@@ -188,6 +217,8 @@ def defined_lab_domains(settings):
             if n.startswith(prefix)]
 
 
+#: [container]group_physical_network's default: the run-group ports'.
+GROUP_PHYSICAL_NETWORK = 'bmc-group'
 #: The hardware type of a node without a BMC, and its interfaces.
 WOL_DRIVER = 'container-wol'
 WOL_INTERFACES = {'power_interface': 'wol', 'management_interface': 'noop'}
@@ -240,4 +271,12 @@ def enroll(cli, settings, index, driver='container-ipmi', **interfaces):
         cli.node.delete(node.uuid)
     node = cli.node.create(name=name, **fields)
     cli.port.create(address=settings.node_mac(index), node_uuid=node.uuid)
+    if settings.group_network:
+        # Its address is the operator's (see [container]
+        # group_physical_network); no PXE from it.
+        cli.port.create(address=settings.node_group_mac(index),
+                        node_uuid=node.uuid, pxe_enabled=False,
+                        physical_network=GROUP_PHYSICAL_NETWORK,
+                        extra={'bmc_group_address':
+                               settings.node_group_address(index)})
     return node

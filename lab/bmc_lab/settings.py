@@ -40,6 +40,13 @@ PROFILES = (PROFILE_EMBEDDED, PROFILE_SCALED, PROFILE_CLOUD)
 
 #: The Wake-on-LAN listener's name among the ports (a UDP one).
 WOL_LISTENER = 'Wake-on-LAN listener (UDP)'
+#: The run-group network's name among the ports (UDP multicast).
+GROUP_NET = 'run-group network (UDP multicast on loopback)'
+#: The run-group network: its multicast group (on 127.0.0.1 only) and
+#: the nodes' addresses on it (TEST-NET-1: nothing routes it).
+GROUP_MCAST_ADDRESS = '230.0.0.1'
+GROUP_NET_PREFIX = '192.0.2.'
+GROUP_NET_PREFIXLEN = 24
 
 
 @dataclasses.dataclass
@@ -59,6 +66,9 @@ class Ports:
     wol: int = 6229
     #: The container runs API (ironic-bmc-api), beside Ironic.
     runs_api: int = 6388
+    #: The run-group network (UDP multicast on loopback): every node's
+    #: second NIC, one L2 segment per lab.
+    group_net: int = 6250
 
     def ipmi(self, index):
         return self.ipmi_base + index
@@ -75,6 +85,7 @@ class Ports:
             'docker-registry': self.registry,
             'nfs-ganesha (NFSv4)': self.nfs,
             WOL_LISTENER: self.wol,
+            GROUP_NET: self.group_net,
         }
         for i in range(nodes):
             names['virtual BMC of node %d (IPMI)' % i] = self.ipmi(i)
@@ -131,6 +142,9 @@ class Settings(SavedState):
     #: nginx limit_rate for rootfs artifacts only ('' = none), e.g. '4m':
     #: lets a test act while a node is still downloading one.
     artifact_rate_limit: str = ''
+    #: Every node gets a second NIC on the lab's run-group network (a
+    #: loopback multicast segment) and a port for it (run groups).
+    group_network: bool = False
     #: Ironic's [DEFAULT]debug (the scale benchmark measures without it,
     #: as production runs).
     ironic_debug: bool = True
@@ -217,6 +231,15 @@ class Settings(SavedState):
 
     def node_mac(self, index):
         return '52:54:00:bc:%02x:%02x' % (index // 256, index % 256)
+
+    def node_group_mac(self, index):
+        """The MAC of node ``index``'s NIC on the run-group network."""
+        return '52:54:00:bd:%02x:%02x' % (index // 256, index % 256)
+
+    def node_group_address(self, index):
+        """Node ``index``'s address on the run-group network."""
+        return '%s%d/%d' % (GROUP_NET_PREFIX, 10 + index,
+                            GROUP_NET_PREFIXLEN)
 
     # --- URLs --------------------------------------------------------------
 

@@ -33,11 +33,13 @@ PORT_SETS = {
     'functional': lab_settings.Ports(ironic_api=16385, http=18080,
                                      registry=15050, nfs=12149,
                                      ipmi_base=16230, agent_base=19900,
-                                     wol=16229, runs_api=16388),
+                                     wol=16229, runs_api=16388,
+                                     group_net=16250),
     'e2e': lab_settings.Ports(ironic_api=26385, http=28080,
                               registry=25050, nfs=12249,
                               ipmi_base=26230, agent_base=29900,
-                              wol=26229, runs_api=26388),
+                              wol=26229, runs_api=26388,
+                              group_net=26250),
 }
 #: The cloud profile's API ports of worker 0 of each tier: the usual
 #: OpenStack ports shifted by this much.
@@ -72,7 +74,8 @@ def ports_for(tier, worker=0):
         base, ironic_api=base.ironic_api + step, http=base.http + step,
         registry=base.registry + step, nfs=base.nfs + worker,
         ipmi_base=base.ipmi_base + step, agent_base=base.agent_base + step,
-        wol=base.wol + step, runs_api=base.runs_api + step)
+        wol=base.wol + step, runs_api=base.runs_api + step,
+        group_net=base.group_net + step)
 
 
 def lab_name(tier, worker=0):

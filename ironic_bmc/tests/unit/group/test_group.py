@@ -29,6 +29,7 @@ from ironic_bmc.group import barrier
 from ironic_bmc.group import info as group_info
 from ironic_bmc.group import lifecycle
 from ironic_bmc.group import members
+from ironic_bmc.group import summary
 from ironic_bmc import report as run_report
 from ironic_bmc.tests.unit.drivers import test_container_deploy as base
 
@@ -398,3 +399,57 @@ class KeysTestCase(GroupTestCase):
         one, two = keys.member_keys('a'), keys.member_keys('b')
         self.assertNotEqual(one['user'][0], two['user'][0])
         self.assertTrue(one['host'][1].startswith('ssh-ed25519 '))
+
+
+class SummaryTestCase(LifecycleTestCase):
+
+    def _report(self, node):
+        return run_report.get(objects.Node.get_by_uuid(self.context,
+                                                       node.uuid))
+
+    def _finish(self, node, code, joules, ready_at, by_group=False):
+        with task_manager.acquire(self.context, node.uuid) as task:
+            report = run_report.get(task.node)
+            run_report.add_stage(task.node, report,
+                                 protocol.STAGE_WORKLOAD_STARTED,
+                                 report['created'],
+                                 report['created'] + ready_at)
+            run_report.update(task.node, report, state='finished',
+                              workload_exit_code=code,
+                              energy={'bmc_joules_run': joules})
+            if by_group:
+                ended = lifecycle.group_end(self.context, task.node)
+                run_report.update(task.node, report, group=dict(
+                    report['group'], ended_by=ended))
+            lifecycle.run_ended(task, by_group=by_group)
+            task.node.save()
+
+    def test_group_report(self):
+        self._finish(self.a, 0, 100.0, 40.0)
+        self._finish(self.b, 143, 50.5, 55.0, by_group=True)
+        found = summary.build(self._report(self.b))
+        self.assertEqual(('finished', 150.5, 55.0, 1),
+                         (found['state'], found['energy_j_total'],
+                          found['slowest_t_ready_s'],
+                          found['slowest_rank']))
+        self.assertEqual([0, 143], [m['exit_code']
+                                    for m in found['members']])
+        self.assertEqual((0, True), (found['ended_by']['rank'],
+                                     found['ended_by']['ok']))
+
+    def test_failed_group(self):
+        self._finish(self.a, 2, 100.0, 40.0)
+        found = summary.build(self._report(self.a))
+        # b runs on: its report is not final.
+        self.assertEqual('running', found['state'])
+        self.assertIsNone(found['energy_j_total'])
+        self.assertEqual(100.0, found['energy_j_known'])
+        self.assertFalse(found['ended_by']['ok'])
+
+    def test_not_a_group(self):
+        with task_manager.acquire(self.context, self.node.uuid) as task:
+            report = run_report.new(task.node, deploy_info.ContainerInfo(
+                image=IMAGE))
+        exc = self.assertRaises(exception.InvalidParameterValue,
+                                summary.build, report)
+        self.assertIn('is not a member of a run group', str(exc))

@@ -49,6 +49,10 @@ LABS = {
                    workload_lost_timeout=45, artifact_rate_limit='4m'),
     'scaled': dict(profile=lab_settings.PROFILE_SCALED, conductors=2,
                    deploy_callback_timeout=CALLBACK_TIMEOUT),
+    # Two nodes on a run-group network; runs lost sooner (a member is
+    # killed on purpose).
+    'group': dict(deploy_callback_timeout=CALLBACK_TIMEOUT, nodes=2,
+                  group_network=True, workload_lost_timeout=45),
     # (Nova refuses a second cloud on one RabbitMQ: one worker at most
     # runs the cloud group.)
     'cloud': dict(profile=lab_settings.PROFILE_CLOUD),
