@@ -106,6 +106,28 @@ INSTANCE_INFO_KEYS = (
         'input of a ``pgo`` build. Refused at validate for a tenant\'s '
         'deploy and as an image property: the profile counts everything '
         'the kernel did.'),
+    Key(protocol.II_GROUP, 'name', None, WHO_OPERATOR,
+        'A run group: the nodes deployed with the same name (in the same '
+        'project, or by the operator) form one job of '
+        '``container_group_size`` nodes. No workload starts until every '
+        'member has staged its root; then all start, each with '
+        '``BMC_RANK``, ``BMC_SIZE``, a hostfile and the members in '
+        '``/etc/hosts``. Lowercase letters, digits and ``-``, at most '
+        '%d characters (host names are ``NAME-RANK``). The node needs a '
+        'port on ``[container]group_physical_network`` with '
+        '``extra/bmc_group_address``. Set in ``instance_info`` only: '
+        'refused as an image property (see :doc:`/admin/run-groups`).'
+        % protocol.GROUP_NAME_MAX),
+    Key(protocol.II_GROUP_SIZE, 'integer', None, WHO_OPERATOR,
+        'How many nodes the run group has: 2 to '
+        '``[container]group_max_size`` (32).'),
+    Key(protocol.II_GROUP_LAUNCHER, '``ssh`` or ``none``', '``ssh``',
+        WHO_OPERATOR,
+        '``ssh``: the command runs on rank 0 only, once every other '
+        'member\'s sshd (the image\'s ``/usr/sbin/sshd``, on its group '
+        'address) accepts; the group\'s own keys let rank 0 in '
+        '(``mpiexec -f $BMC_HOSTFILE`` works as is). ``none``: every '
+        'member runs the command.'),
     Key(protocol.II_RLIMITS, 'JSON object',
         '``memlock`` unlimited, ``nofile`` soft 1024, hard 1048576',
         WHO_TENANT,
@@ -355,6 +377,17 @@ REPORT_FIELDS = (
                 'after a take-over; a node without a BMC (Wake-on-LAN) has '
                 '``bmc: "unavailable: no BMC (Wake-on-LAN node)"`` and '
                 '``in_band_only: true`` (see :doc:`/admin/energy`).'),
+    ReportField('group', 'object',
+                'A run group member\'s: ``name``, ``id`` (the same in '
+                'every member\'s report), ``rank``, ``size``, '
+                '``launcher``, ``members`` (``rank``, ``node``, '
+                '``node_name``, ``deploy_id``, ``hostname``, '
+                '``address``), ``barrier`` (``staged_at``, '
+                '``released_at``, ``waited_s``), ``state`` and, once the '
+                'group has ended, ``ended_by`` (the ``rank``, ``node`` and '
+                '``reason`` of the member that ended it; ``ok``: it ended '
+                'well). The ``run_group`` vendor method aggregates the '
+                'members\' reports.'),
     ReportField('takeovers', 'list',
                 'The conductors that took the node over during the run: '
                 '``{"conductor", "time"}``.'),

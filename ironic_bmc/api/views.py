@@ -33,6 +33,8 @@ TENANT_FIELDS = frozenset((
     'output', 'results', 'stop', 'walltime_exceeded', 'warm', 'stream',
     'configdrive', 'power_series', 't_ready_s', 'node_owner',
     'agent_up_for_s', 'kexec',
+    # A run group's members are the project's own nodes.
+    'group',
 ))
 #: Top-level report fields only readers of the whole deployment see.
 OPERATOR_FIELDS = frozenset((

@@ -157,7 +157,9 @@ def group_end(context, node):
         if entry['node'] == node.uuid:
             continue
         other_rec = members.record(other) if other else None
-        if (other is None or other.provision_state != states.ACTIVE
+        # (A member whose start is still being recorded is DEPLOYWAIT
+        # or DEPLOYING a moment longer.)
+        if (other is None or other.provision_state not in members.LIVE_STATES
                 or not other_rec or other_rec.get('plan', {}).get(
                     'id') != plan['id']):
             return {'rank': entry['rank'], 'node': entry['node'],

@@ -324,6 +324,12 @@ class LifecycleTestCase(GroupTestCase):
     def test_running(self):
         self.assertIsNone(self._group_end(self.a))
 
+    def test_member_still_recording_its_start(self):
+        node = objects.Node.get_by_uuid(self.context, self.b.uuid)
+        node.provision_state = states.DEPLOYWAIT
+        node.save()
+        self.assertIsNone(self._group_end(self.a))
+
     def test_rank0_exit_ends_group_well(self):
         self.assertEqual([self.b.uuid], self._end(self.a, 'finished', 0))
         ended = self._group_end(self.b)

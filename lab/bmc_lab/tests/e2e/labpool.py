@@ -65,6 +65,7 @@ LABS = {
 #: its tests split over both workers.
 GROUPS = {
     'faults': 'faults',
+    'group': 'group',
     'rootfs': 'embedded',
     'cloud': 'cloud',
     'container': 'embedded',
@@ -74,6 +75,7 @@ GROUPS = {
 #: The group of each test module's tests ...
 MODULE_GROUPS = {
     'test_faults.py': 'faults',
+    'test_group.py': 'group',
     'test_rootfs_nfs.py': 'rootfs',
     'test_rootfs_stream.py': 'rootfs',
     'test_rootfs_verity.py': 'rootfs',

@@ -1,0 +1,167 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Run groups on two QEMU nodes joined by the lab's run-group network
+(a second NIC each, on a loopback multicast segment).
+
+* The busybox group (launcher ``none``): each member prints what the
+  group gave it (rank, size, hostfile, its group address) and pings
+  every member by name; then rank 1's node is killed mid-run: the
+  group fails, rank 0's run is stopped with a reason naming rank 1, and
+  undeploying rank 0 alone undeploys both.
+* The MPI group (launcher ``ssh``): Debian's MPICH in an image built
+  here runs two ranks, one per node, launched from rank 0 over the
+  SSH the group set up, and prints a ping-pong latency; the group
+  report holds both members.
+"""
+
+import json
+import time
+
+import pytest
+
+from bmc_common import protocol
+from bmc_lab import client as lab_client
+from bmc_lab import container_job
+from bmc_lab import group_job
+from bmc_lab import nodes
+from bmc_lab import recipes
+from bmc_lab.recipes import build as recipe_build
+
+MEMBERS = (0, 1)
+#: Boots of two TCG nodes on two cores, and an image each.
+DEPLOY_TIMEOUT = 900
+
+
+@pytest.fixture(scope='module')
+def lab(lab_pool):
+    return lab_pool.get('group')
+
+
+def _wait_all(lab, states, timeout=DEPLOY_TIMEOUT):
+    return [container_job.wait_report(lab, index, states=states,
+                                      timeout=timeout)
+            for index in MEMBERS]
+
+
+def _undeploy_one_undeploys_all(lab):
+    cli = lab_client.get_client(lab)
+    cli.node.set_provision_state(lab.node_name(0), 'deleted')
+    for index in MEMBERS:
+        lab_client.StateWatcher(cli, lab.node_name(index)).wait(
+            'available', 300)
+
+
+BUSYBOX_MEMBER = r"""
+b=busybox
+h=$($b hostname)
+echo "member rank=$BMC_RANK size=$BMC_SIZE group=$BMC_GROUP host=$h"
+echo "hosts=$BMC_GROUP_HOSTS iface=$BMC_GROUP_IFACE address=$BMC_GROUP_ADDRESS"
+echo "hostfile=$($b tr '\n' ' ' < "$BMC_HOSTFILE")"
+for h in $BMC_GROUP_HOSTS; do
+  # (By the address /etc/hosts gives: a static busybox has no resolver.)
+  a=$(awk -v h="$h" '$2 == h { print $1 }' /etc/hosts)
+  $b ping -c 2 -W 10 "$a" >/dev/null && echo "reached $h at $a" \
+    || echo "lost $h at $a"
+done
+sleep 900
+"""
+
+
+@pytest.fixture(scope='module')
+def busybox_group(lab):
+    """The busybox group, killed mid-run: what the tests check, once."""
+    image = container_job.push_demo_image(lab)
+    group_job.deploy(lab, image, 'bb', MEMBERS,
+                     launcher=protocol.GROUP_LAUNCHER_NONE,
+                     extra={protocol.II_COMMAND: json.dumps(
+                         ['/bin/sh', '-c', BUSYBOX_MEMBER])})
+    running = _wait_all(lab, ('running',))
+    # Both have pinged the other (2 pings within 10 s each).
+    time.sleep(25)
+    nodes.virsh('destroy', lab.node_name(1))
+    ended = _wait_all(lab, ('failed', 'finished'), timeout=400)
+    group = group_job.report(lab, 0)
+    print(group_job.format_report(group))
+    _undeploy_one_undeploys_all(lab)
+    return {'running': running, 'ended': ended, 'group': group}
+
+
+def test_group_started_together(busybox_group):
+    for rank, report in enumerate(busybox_group['running']):
+        group = report['group']
+        assert (group['rank'], group['size'], group['name']) == (
+            rank, 2, 'bb'), group
+        assert [m['hostname'] for m in group['members']] == ['bb-0', 'bb-1']
+    started = [[s['end'] for s in r['stages']
+                if s['name'] == protocol.STAGE_WORKLOAD_STARTED][0]
+               for r in busybox_group['running']]
+    released = [r['group']['barrier']['released_at']
+                for r in busybox_group['running']]
+    # Neither workload started before the other member had staged.
+    staged = [r['group']['barrier']['staged_at']
+              for r in busybox_group['running']]
+    assert min(started) >= max(staged), (started, staged)
+    print('barrier released %.1f s apart; workloads started %.1f s apart'
+          % (abs(released[0] - released[1]), abs(started[0] - started[1])))
+
+
+def test_members_see_group_and_reach_each_other(busybox_group):
+    rank0 = busybox_group['ended'][0]
+    out = rank0['output_tail']
+    assert 'member rank=0 size=2 group=bb host=bb-0' in out, out
+    assert 'hosts=bb-0 bb-1' in out, out
+    assert 'hostfile=bb-0 bb-1' in out, out
+    assert 'reached bb-0 at 192.0.2.10' in out, out
+    assert 'reached bb-1 at 192.0.2.11' in out, out
+
+
+def test_killed_member_fails_group(busybox_group):
+    rank0, rank1 = busybox_group['ended']
+    assert rank1['state'] == 'failed', rank1
+    assert 'is lost' in rank1['error'], rank1['error']
+    assert rank0['state'] == 'failed', rank0
+    assert 'run group bb ended: rank 1 (' in rank0['error'], rank0['error']
+    assert rank0['group']['ended_by']['rank'] == 1, rank0['group']
+    group = busybox_group['group']
+    assert group['state'] == 'failed', group
+    assert group['ended_by']['rank'] == 1
+    assert [m['state'] for m in group['members']] == ['failed', 'failed']
+
+
+@pytest.fixture(scope='module')
+def mpi_image(lab):
+    build = recipe_build.Builder().build(recipes.get('mpi'))
+    return recipe_build.push(build, lab.registry_address)
+
+
+def test_mpi_pingpong_across_two_nodes(lab, mpi_image):
+    group_job.deploy(lab, mpi_image, 'mpi', MEMBERS,
+                     launcher=protocol.GROUP_LAUNCHER_SSH,
+                     extra={'container_env': json.dumps(
+                         {recipes.SIZE_ENV: '200'})})
+    ended = _wait_all(lab, ('finished', 'failed'))
+    group = group_job.report(lab, 1)
+    print(group_job.format_report(group))
+    rank0 = ended[0]
+    print(rank0['output_tail'])
+    assert rank0['state'] == 'finished', rank0
+    assert rank0['workload_exit_code'] == 0, rank0['output_tail']
+    result = json.loads(rank0['output_tail'].strip().splitlines()[-1])
+    assert result['size'] == 2, result
+    assert sorted(result['ranks']) == ['mpi-0', 'mpi-1'], result
+    assert result['latency_us'] > 0, result
+    assert group['state'] == 'finished', group
+    assert group['ended_by']['rank'] == 0 and group['ended_by']['ok']
+    assert [m['rank'] for m in group['members']] == [0, 1]
+    assert group['slowest_t_ready_s'] is not None
+    _undeploy_one_undeploys_all(lab)
