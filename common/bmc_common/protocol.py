@@ -89,7 +89,11 @@ II_GROUP = 'container_group'
 II_GROUP_SIZE = 'container_group_size'
 #: How the ranks are launched: ``ssh`` (the command runs on rank 0; every
 #: other member runs the image's sshd, keys the group made for itself
-#: let rank 0 in) or ``none`` (every member runs the command).
+#: let rank 0 in) or ``none`` (every member runs the command).  ``ssh``
+#: needs openssh-server in the image (GROUP_SSHD), the workload to run as
+#: root, and a privileged container (sshd's privilege separation
+#: chroots, which a confined container may not): the agent refuses the
+#: start otherwise, on every rank.
 II_GROUP_LAUNCHER = 'container_group_launcher'
 GROUP_LAUNCHER_SSH = 'ssh'
 GROUP_LAUNCHER_NONE = 'none'
@@ -182,11 +186,16 @@ float[, "configdrive": {"files", "bytes", "device", "authorized_keys",
 "size", "launcher", "interface": {"mac", "address" (``A.B.C.D/prefix``)},
 "members": [{"rank", "hostname", "address", "host_key"}] (by rank; the
 host key is the member's public ``ssh-ed25519`` key), "ssh":
-{"private_key", "host_key" (this member's OpenSSH private keys),
-"authorized_keys" (the members' public keys)}, "peer_wait" (seconds)}``.
-The agent brings the interface with that MAC up with that address,
-writes GROUP_HOSTFILE, the members into ``/etc/hosts``, the group's SSH
-files, sets the host name to the member's, and adds the ENV_GROUP*
+{"private_key", "host_key" (this member's OpenSSH private keys,
+unencrypted ed25519; the host key's public half is its member's
+``host_key``), "authorized_keys" (the members' public keys)},
+"peer_wait" (seconds)}``.  With the ``none`` launcher, ``ssh``, the
+members' ``host_key`` and ``peer_wait`` may be absent or null.  The
+result's ``address`` has its prefix.
+The agent brings the interface with that MAC up with that address
+alone (it refuses the interface of the node's default route), writes
+GROUP_HOSTFILE, the members into ``/etc/hosts``, the group's SSH files,
+sets the host name to the member's, and adds the ENV_GROUP*
 variables.  With the ``ssh`` launcher rank 0 waits up to ``peer_wait``
 for every other member's sshd before its command starts, and every other
 member runs GROUP_SSHD (listening on its group address only) instead of

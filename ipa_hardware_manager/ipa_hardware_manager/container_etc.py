@@ -168,10 +168,13 @@ def hosts_text(hostname, addresses):
     return '\n'.join(lines) + '\n'
 
 
-def write_identity(root, hostname, addresses=None):
+def write_identity(root, hostname, addresses=None, extra_hosts=()):
     """The container's /etc/hosts and /etc/hostname for ``hostname``;
-    ``addresses`` default to :func:`node_addresses`."""
+    ``addresses`` default to :func:`node_addresses`; ``extra_hosts``
+    (lines, a run group's members) end /etc/hosts."""
     if addresses is None:
         addresses = node_addresses()
-    write_file(root, '/etc/hosts', hosts_text(hostname, addresses))
+    text = hosts_text(hostname, addresses)
+    text += ''.join(line + '\n' for line in extra_hosts)
+    write_file(root, '/etc/hosts', text)
     write_file(root, '/etc/hostname', hostname + '\n')

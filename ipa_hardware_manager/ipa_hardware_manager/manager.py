@@ -31,6 +31,7 @@ from oslo_log import log
 from ipa_hardware_manager import agent_quiet
 from ipa_hardware_manager import boot_times as node_boot
 from ipa_hardware_manager import configdrive as drive
+from ipa_hardware_manager import group as run_group
 from ipa_hardware_manager import kernel_profile as kprofile
 from ipa_hardware_manager import kexec
 from ipa_hardware_manager import rootfs as staging
@@ -40,6 +41,7 @@ from ipa_hardware_manager import rootfs_verity
 from ipa_hardware_manager import step_args
 from ipa_hardware_manager import steps_tunables
 from ipa_hardware_manager import workload
+from ipa_hardware_manager import workload_args
 from ipa_hardware_manager import workload_output
 from bmc_common import protocol
 
@@ -143,6 +145,12 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
             raise errors.DeploymentError(
                 '%s: %s' % (protocol.STEP_STAGE_ROOTFS, exc)) from exc
 
+    def _idle(self):
+        """Refuse to touch what a running workload uses."""
+        if self.supervisor.status()['state'] == 'running':
+            raise workload.WorkloadError('a workload is running; stop it '
+                                         'first')
+
     def bmc_start_workload(self, node, ports, command=None, env=None,
                            workdir=None, user=None,
                            mode=protocol.MODE_JOB, stop_signal=None,
@@ -150,11 +158,13 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                            stop_grace=workload.DEFAULT_GRACE,
                            output_max=workload.DEFAULT_OUTPUT_MAX,
                            configdrive=None, kernel_profile=None,
-                           **kwargs):
+                           group=None, **kwargs):
         """Start the workload in the staged root (protocol step)."""
         staged = staging.load()
         given = None
         profiled = None
+        member = ready = None
+        extra = {}
         try:
             if not staged:
                 raise workload.WorkloadError('no rootfs staged: run %s first'
@@ -163,20 +173,31 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                 raise workload.WorkloadError(
                     'kernel_profile must be one of %s, got %r' % (
                         ', '.join(protocol.KERNEL_PROFILES), kernel_profile))
+            if group is not None:
+                member = run_group.validate(group)
+                # Rank 0 may wait for its peers: not for a start that
+                # its own arguments would fail afterwards.
+                workload_args.validate(command, env, workdir, mode,
+                                       stop_signal, walltime, privileged,
+                                       stop_grace, output_max)
             mounts = []
             if configdrive is not None:
-                if self.supervisor.status()['state'] == 'running':
-                    raise workload.WorkloadError(
-                        'a workload is running; stop it first')
+                self._idle()
                 try:
                     files, given = drive.prepare(configdrive, staged['root'])
                 except drive.ConfigDriveError as exc:
                     raise workload.WorkloadError(str(exc)) from None
                 mounts.append(drive.mount(files))
+            if member is not None:
+                self._idle()
+                member.check_image(staged['root'], user, privileged)
+                member.setup(staged['root'], privileged)
+                extra = {'group': member}
+                # Before the kernel profile's reset: the wait is no part
+                # of the workload.
+                ready = member.wait_for_peers()
             if kernel_profile:
-                if self.supervisor.status()['state'] == 'running':
-                    raise workload.WorkloadError(
-                        'a workload is running; stop it first')
+                self._idle()
                 try:
                     profiled = kernel_profile_reset()
                 except kprofile.KernelProfileError as exc:
@@ -186,14 +207,17 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                 user=user, mode=mode, stop_signal=stop_signal,
                 walltime=walltime, privileged=privileged, rlimits=rlimits,
                 stop_grace=stop_grace, output_max=output_max,
-                mounts=mounts)
+                mounts=mounts, **extra)
         except workload.WorkloadError as exc:
+            # (A group.GroupError is one.)
             problem = rootfs_verity.integrity_problem()
             raise errors.DeploymentError('%s: %s%s' % (
                 protocol.STEP_START_WORKLOAD, exc,
                 '; ' + problem if problem else '')) from exc
         if given:
             result['configdrive'] = given
+        if member is not None:
+            result['group'] = member.result(ready)
         if profiled:
             result['kernel_profile'] = {'reset': round(profiled, 3)}
         partitions = steps_tunables.partitions_at_start(

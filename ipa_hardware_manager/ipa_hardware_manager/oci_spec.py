@@ -238,12 +238,14 @@ def _cpu_list(cpus):
 def build(root, command, env=None, workdir=None, user=None,
           privileged=True, rlimits=None, cpus=None, hugepages=False,
           cgroup_path='/bmc-workload', cap_last_cap=40, annotations=None,
-          mounts=None, hostname=None):
+          mounts=None, hostname=None, group_hostname=None):
     """The runtime spec of the workload as a dict (``config.json``).
 
     :param root: the staged root (the container's ``root.path``).
     :param env: variables over the defaults (PATH, HOME, HOSTNAME).
     :param hostname: the container's hostname (:func:`hostname_of`).
+    :param group_hostname: a run group member's host name, which a
+        confined container takes too.
     :param rlimits: ``container_rlimits`` (over the HPC defaults).
     :param cpus: the CPUs the workload owns (a cpuset), or None.
     :param hugepages: mount hugetlbfs at /dev/hugepages.
@@ -262,7 +264,8 @@ def build(root, command, env=None, workdir=None, user=None,
         raise SpecError('rlimits: %s' % exc) from None
     # No TERM: there is no terminal (Docker sets one only with -t).
     variables = {'PATH': DEFAULT_PATH, 'HOSTNAME': hostname_of(
-        privileged, hostname), 'HOME': home, 'container': 'bmc'}
+        privileged, hostname, group_hostname), 'HOME': home,
+        'container': 'bmc'}
     variables.update(env or {})
     process = {
         'terminal': False,
@@ -298,15 +301,19 @@ def build(root, command, env=None, workdir=None, user=None,
         'linux': linux,
     }
     if not privileged:
-        spec['hostname'] = CONFINED_HOSTNAME
+        spec['hostname'] = hostname_of(False, group_hostname=group_hostname)
     if annotations:
         spec['annotations'] = {str(k): str(v) for k, v in annotations.items()}
     return spec
 
 
-def hostname_of(privileged, node_hostname=None):
-    """The container's hostname: the node's when it shares the node's UTS
-    namespace (privileged), else :data:`CONFINED_HOSTNAME`."""
+def hostname_of(privileged, node_hostname=None, group_hostname=None):
+    """The container's hostname: a run group member's (``group_hostname``,
+    which the agent gives the node too when it is privileged); else the
+    node's when it shares the node's UTS namespace (privileged), else
+    :data:`CONFINED_HOSTNAME`."""
+    if group_hostname:
+        return group_hostname
     if not privileged:
         return CONFINED_HOSTNAME
     return node_hostname or socket.gethostname()

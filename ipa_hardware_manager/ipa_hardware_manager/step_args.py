@@ -91,6 +91,12 @@ START_WORKLOAD_ARGSINFO = {
     'kernel_profile': {'description': '"gcov": reset the kernel\'s gcov '
                        'counters just before the workload starts',
                        'required': False},
+    'group': {'description': '{name, id, rank, size, launcher, interface, '
+              'members, ssh, peer_wait}: this node as a member of a run '
+              'group (its network, host name, %s and the ssh launcher\'s '
+              'files; sshd instead of the command on ranks other than 0, '
+              'which waits for them)' % protocol.GROUP_HOSTFILE,
+              'required': False},
 }
 
 COLLECT_KERNEL_PROFILE_ARGSINFO = {

@@ -188,10 +188,16 @@ class Supervisor(workload_stop.StopMixin):
     def start(self, root, command, env=None, workdir=None, user=None,
               mode=protocol.MODE_JOB, stop_signal=None, walltime=None,
               privileged=True, rlimits=None, stop_grace=DEFAULT_GRACE,
-              output_max=DEFAULT_OUTPUT_MAX, mounts=None):
+              output_max=DEFAULT_OUTPUT_MAX, mounts=None, group=None):
+        """Start the workload; ``group`` (a set up :class:`group.Member`)
+        gives a run group member's host name, /etc/hosts lines, variables
+        and command."""
         stop_number, seconds, stop_grace = workload_args.validate(
             command, env, workdir, mode, stop_signal, walltime, privileged,
             stop_grace, output_max)
+        if group is not None:
+            command = group.command(command)
+            env = group.env(env)
         if not root or not os.path.isdir(root):
             raise WorkloadError('no staged root at %r: stage the rootfs '
                                 'first' % (root,))
@@ -203,7 +209,9 @@ class Supervisor(workload_stop.StopMixin):
         # owns them (the agent has confined itself to the housekeeping
         # ones).
         cpus = tunables.workload_cpus()
-        hostname = oci_spec.hostname_of(privileged)
+        member_name = group.hostname if group is not None else None
+        hostname = oci_spec.hostname_of(privileged,
+                                        group_hostname=member_name)
         try:
             container_root.make_workdir(root, workdir)
             spec = oci_spec.build(
@@ -213,7 +221,8 @@ class Supervisor(workload_stop.StopMixin):
                 cgroup_path=CGROUP_PATH,
                 cap_last_cap=oci_spec.cap_last_cap(),
                 annotations={'org.openstack.ironic.bmc.mode': mode},
-                mounts=mounts, hostname=hostname)
+                mounts=mounts, hostname=hostname,
+                group_hostname=member_name)
             spec['mounts'] = container_root.resolve_mount_points(root,
                                                            spec['mounts'])
         except oci_spec.SpecError as exc:
@@ -223,7 +232,13 @@ class Supervisor(workload_stop.StopMixin):
             if self._running():
                 raise WorkloadError('a workload is running (pid %s)'
                                     % self.record['pid'])
-            container_etc.write_identity(root, hostname)
+            if group is None:
+                container_etc.write_identity(root, hostname)
+            else:
+                # The member's name at its group address, and the others.
+                container_etc.write_identity(root, hostname,
+                                             [group.address],
+                                             group.hosts_lines())
             oci_runtime.protect_agent()
             os.makedirs(self.state_dir, exist_ok=True)
             cmd = self.runtime.prepare(spec)

@@ -71,7 +71,7 @@ class StepsTest(unittest.TestCase):
         self.assertEqual({'command', 'env', 'workdir', 'user', 'mode',
                           'stop_signal', 'walltime', 'privileged',
                           'rlimits', 'stop_grace', 'output_max',
-                          'configdrive', 'kernel_profile'},
+                          'configdrive', 'kernel_profile', 'group'},
                          set(by_name[protocol.STEP_START_WORKLOAD][
                              'argsinfo']))
         self.assertEqual({'grace', 'reason'},
