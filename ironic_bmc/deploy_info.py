@@ -272,6 +272,15 @@ def parse(node):
     _run_limits(info, label, result)
     result.kernel_profile = run_profile.requested(node, info)
     result.group = group_info.requested(node, info)
+    if (result.group and not result.privileged
+            and result.group.launcher == protocol.GROUP_LAUNCHER_SSH):
+        raise exception.InvalidParameterValue(
+            _('instance_info/%(launcher)s=ssh runs the image\'s sshd, which '
+              'needs a privileged container (its privilege separation '
+              'chroots); the container is confined (%(where)s or '
+              '[container]allow_privileged): use %(launcher)s=none')
+            % {'launcher': protocol.II_GROUP_LAUNCHER,
+               'where': label(protocol.II_PRIVILEGED)})
     if info.get(protocol.II_RESULTS) not in (None, ''):
         result.results = _results(info[protocol.II_RESULTS],
                                   label(protocol.II_RESULTS))

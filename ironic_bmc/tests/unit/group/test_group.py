@@ -146,6 +146,21 @@ class InfoTestCase(GroupTestCase):
         self.assertIn('container_group_launcher must be one of ssh, none',
                       str(exc))
 
+    def test_ssh_launcher_needs_privileged(self):
+        node = obj_utils.create_test_node(
+            self.context, uuid=uuidutils.generate_uuid(),
+            instance_info={'container_image': IMAGE,
+                           'container_group': 'mpi',
+                           'container_group_size': 2,
+                           'container_privileged': False})
+        exc = self.assertRaises(exception.InvalidParameterValue,
+                                deploy_info.parse, node)
+        self.assertIn('container_group_launcher=ssh runs the image\'s '
+                      'sshd', str(exc))
+        node.instance_info = dict(node.instance_info,
+                                  container_group_launcher='none')
+        self.assertEqual('none', deploy_info.parse(node).group.launcher)
+
     def test_port_needed(self):
         node = self._node('n0', 0)
         other = self._node('n1', 1, address=False)
