@@ -27,6 +27,10 @@ the paper compares (:mod:`bmc_lab.recipes.sweep`):
 ``web``
     Apache and ApacheBench on 127.0.0.1; ``requests_per_second``.  Swept
     without and with Receive Flow Steering (the paper's RFS table).
+``mpi``
+    An MPI ping-pong under Debian's MPICH: one rank per member of a run
+    group over the group's NIC, or 2 ranks on one node (shared memory);
+    ``latency_us``, lower is better.  No tunables: the baseline only.
 """
 
 import dataclasses
@@ -93,21 +97,31 @@ class Recipe:
     env: tuple = ()
     #: The shared shell library goes in too.
     shell: bool = True
+    #: More files of ENTRYPOINTS the image gets: (name, path in the
+    #: image) pairs, e.g. a source the setup compiles.
+    extra_files: tuple = ()
 
     @property
     def repo(self):
         return REPO_PREFIX + self.name
 
     def script_bytes(self):
-        with open(os.path.join(ENTRYPOINTS, self.script), 'rb') as f:
+        return self.source_bytes(self.script)
+
+    @staticmethod
+    def source_bytes(name):
+        """The content of file ``name`` of ENTRYPOINTS."""
+        with open(os.path.join(ENTRYPOINTS, name), 'rb') as f:
             return f.read()
 
     def files(self):
-        """Path in the image -> content, of what the recipe adds."""
+        """Path in the image -> content, of what the recipe adds (the
+        build's inputs hash all of it)."""
         files = {self.command: self.script_bytes()}
         if self.shell:
-            with open(os.path.join(ENTRYPOINTS, 'common.sh'), 'rb') as f:
-                files[LIB_DIR + '/common.sh'] = f.read()
+            files[LIB_DIR + '/common.sh'] = self.source_bytes('common.sh')
+        for name, path in self.extra_files:
+            files[path] = self.source_bytes(name)
         return files
 
     def check_size(self, value):
@@ -178,7 +192,57 @@ grep -q '^Listen 127.0.0.1:8080$' /etc/apache2/ports.conf
 test -s /var/www/html/index.html
 """)
 
-RECIPES = {r.name: r for r in (GEMM, REDIS, WEB)}
+#: Where the ping-pong's source and program are in the mpi image.
+MPI_SOURCE = '/usr/local/src/bmc-mpi/pingpong.c'
+MPI_PINGPONG = '/usr/local/bin/bmc-mpi-pingpong'
+#: What compiles it, installed for the setup only.
+MPI_BUILD_PACKAGES = ('gcc', 'libc6-dev', 'libmpich-dev')
+
+MPI = Recipe(
+    name='mpi',
+    summary='MPI ping-pong (MPICH): one rank per member of a run group '
+            'over its NIC, else 2 ranks on one node; latency in us',
+    # mpich: mpiexec (Hydra) and libmpich12 (ch4:ucx); Hydra starts the
+    # other members' ranks through ssh and their sshd.  iproute2: each
+    # rank finds its own group NIC (``ip addr show to``).
+    packages=('mpich', 'openssh-client', 'openssh-server', 'iproute2')
+    + MPI_BUILD_PACKAGES,
+    script='mpi.sh', command='/usr/local/bin/bmc-mpi', metric='latency_us',
+    lower_is_better=True,
+    default_size=1000, min_size=1, max_size=1000000,
+    unit='timed round trips (after up to 100 untimed)',
+    tunables=(NO_TUNABLES,),
+    lab_sizes=(1000,), hardware_sizes=(10000, 100000),
+    extra_files=(('pingpong.c', MPI_SOURCE),),
+    # Compiled against the image's own MPICH, then the compilers go
+    # (370 MB of them): what stays must still run the program.
+    # No host keys of the package's in the image: every node would share
+    # them, and a build's random keys would change the digest; a group's
+    # sshd gets its own from the agent.  /run/sshd: sshd refuses to start
+    # without it, and nothing else makes it in a container.
+    setup=r"""
+mpicc -O2 -Wall -Werror -o %(bin)s %(src)s
+# What only a "Suggests" keeps goes too (perl, which adduser and debconf
+# suggest: 50 MB that the compilers brought).
+apt-get purge -y -q --auto-remove \
+    -o APT::AutoRemove::SuggestsImportant=false %(build)s
+# (set -e does not see a failed "! cmd": these say what they check.
+# mpicc is mpich's own, a wrapper that has no compiler to run now.)
+for tool in gcc cc; do
+    if command -v $tool; then echo "$tool is still there" >&2; exit 1; fi
+done
+if ldd %(bin)s | grep 'not found'; then exit 1; fi
+mpiexec --version | grep -q 'Version: *4\.'
+test -x /usr/sbin/sshd
+command -v ssh
+command -v hostname
+command -v ip
+rm -f /etc/ssh/ssh_host_*
+mkdir -p -m 0755 /run/sshd
+""" % {'bin': MPI_PINGPONG, 'src': MPI_SOURCE,
+       'build': ' '.join(MPI_BUILD_PACKAGES)})
+
+RECIPES = {r.name: r for r in (GEMM, REDIS, WEB, MPI)}
 
 
 def get(name):
