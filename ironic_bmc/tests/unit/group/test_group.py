@@ -25,6 +25,9 @@ from oslo_utils import uuidutils
 
 from bmc_common import protocol
 from ironic_bmc import deploy_info
+from ironic_bmc.drivers import agent_calls
+from ironic_bmc.drivers import run_close
+from ironic_bmc.drivers import workload_watch
 from ironic_bmc.group import barrier
 from ironic_bmc.group import info as group_info
 from ironic_bmc.group import lifecycle
@@ -309,7 +312,8 @@ class BarrierTestCase(GroupTestCase):
         self.assertIsNone(self._arrive(self.b))
 
 
-class LifecycleTestCase(GroupTestCase):
+class RunningGroupBase(GroupTestCase):
+    """Nodes a (rank 0) and b (rank 1) of group mpi, ACTIVE."""
 
     def setUp(self):
         super().setUp()
@@ -335,6 +339,9 @@ class LifecycleTestCase(GroupTestCase):
     def _group_end(self, node):
         return lifecycle.group_end(
             self.context, objects.Node.get_by_uuid(self.context, node.uuid))
+
+
+class LifecycleTestCase(RunningGroupBase):
 
     def test_running(self):
         self.assertIsNone(self._group_end(self.a))
@@ -422,7 +429,7 @@ class KeysTestCase(GroupTestCase):
         self.assertTrue(one['host'][1].startswith('ssh-ed25519 '))
 
 
-class SummaryTestCase(LifecycleTestCase):
+class SummaryTestCase(RunningGroupBase):
 
     def _report(self, node):
         return run_report.get(objects.Node.get_by_uuid(self.context,
@@ -474,3 +481,75 @@ class SummaryTestCase(LifecycleTestCase):
         exc = self.assertRaises(exception.InvalidParameterValue,
                                 summary.build, report)
         self.assertIn('is not a member of a run group', str(exc))
+
+
+@mock.patch.object(manager_utils, 'node_power_action', autospec=True)
+@mock.patch.object(run_close, 'collect', autospec=True, return_value=None)
+@mock.patch.object(run_close, 'stop_workload', autospec=True)
+@mock.patch.object(agent_calls, 'accept_heartbeats', autospec=True,
+                   return_value=False)
+class GroupWatchTestCase(RunningGroupBase):
+    """The workload watcher ends a member's run when its group ends."""
+
+    def setUp(self):
+        super().setUp()
+        for node in (self.a, self.b):
+            node = objects.Node.get_by_uuid(self.context, node.uuid)
+            node.power_state = states.POWER_ON
+            report = run_report.get(node)
+            report.update(state='running', mode='job')
+            node.set_driver_internal_info(run_report.INTERNAL_KEY, report)
+            node.save()
+
+    def _poll(self, node):
+        with task_manager.acquire(self.context, node.uuid,
+                                  shared=True) as task:
+            workload_watch.check(task)
+        return objects.Node.get_by_uuid(self.context, node.uuid)
+
+    def test_lost_member_stops_the_others(self, mock_accept, mock_stop,
+                                          mock_collect, mock_power):
+        self._end(self.b, 'failed', error='Container run x is lost')
+        mock_stop.return_value = {'state': 'exited', 'exit_code': 143,
+                                  'output_tail': 'stopped\n'}
+        node = self._poll(self.a)
+        mock_stop.assert_called_once_with(mock.ANY,
+                                          reason=protocol.STOP_REQUEST)
+        report = run_report.get(node)
+        self.assertEqual(('failed', 143), (report['state'],
+                                           report['workload_exit_code']))
+        self.assertIn('run group mpi ended: rank 1 (b) Container run x is '
+                      'lost', report['error'])
+        self.assertEqual(1, report['group']['ended_by']['rank'])
+        self.assertEqual(members.ENDED, members.record(node)['state'])
+        self.assertFalse(members.record(node)['ended']['ends_group'])
+        mock_power.assert_called_once_with(mock.ANY, states.POWER_OFF)
+
+    def test_rank0_success_ends_the_others_well(self, mock_accept,
+                                                mock_stop, mock_collect,
+                                                mock_power):
+        self._end(self.a, 'finished', 0)
+        mock_stop.return_value = {'state': 'exited', 'exit_code': 0}
+        node = self._poll(self.b)
+        report = run_report.get(node)
+        self.assertEqual('finished', report['state'])
+        self.assertIsNone(report['error'])
+        self.assertTrue(report['group']['ended_by']['ok'])
+
+    def test_silent_member_is_powered_off(self, mock_accept, mock_stop,
+                                          mock_collect, mock_power):
+        self._end(self.a, 'finished', 1)
+        mock_stop.return_value = None
+        node = self._poll(self.b)
+        report = run_report.get(node)
+        self.assertEqual('failed', report['state'])
+        self.assertIn('is lost: run group mpi ended: rank 0 (a) exited '
+                      'with code 1', report['error'])
+
+    def test_running_group_polls_its_agent(self, mock_accept, mock_stop,
+                                           mock_collect, mock_power):
+        with mock.patch.object(workload_watch, '_status', autospec=True,
+                               return_value={'state': 'running'}) as st:
+            self._poll(self.a)
+        st.assert_called_once()
+        mock_stop.assert_not_called()
