@@ -53,47 +53,7 @@ class RunContainer(command.ShowOne):
         parser = super().get_parser(prog_name)
         parser.add_argument('node', metavar='<node>',
                             help='The node (UUID or name), available')
-        parser.add_argument('--image', required=True, metavar='<ref>',
-                            help='OCI reference of the container image '
-                                 '(%s)' % protocol.II_IMAGE)
-        program = parser.add_mutually_exclusive_group()
-        program.add_argument('--command', metavar='<json-list>',
-                             help='Replaces the image\'s ENTRYPOINT and '
-                                  'CMD: a JSON list of strings (%s)'
-                                  % protocol.II_COMMAND)
-        program.add_argument('--args', metavar='<json-list>',
-                             help='Replaces the image\'s CMD and keeps its '
-                                  'ENTRYPOINT, as "docker run IMAGE ARGS": '
-                                  'a JSON list of strings (%s)'
-                                  % protocol.II_ARGS)
-        parser.add_argument('--env', metavar='<key=value>', action='append',
-                            default=[],
-                            help='An environment variable laid over the '
-                                 'image\'s Env; repeat for more (%s)'
-                                 % protocol.II_ENV)
-        parser.add_argument('--mode', choices=MODES,
-                            help='job: runs to completion; service: runs '
-                                 'until undeploy (%s, default service)'
-                                 % protocol.II_MODE)
-        parser.add_argument('--tunables', metavar='<profile|json>',
-                            help='A tunables profile name or a JSON object '
-                                 'of knobs (%s)' % protocol.II_TUNABLES)
-        parser.add_argument('--rootfs', choices=ROOTFS_MODES,
-                            help='How the node gets the container\'s root '
-                                 '(%s, default ramfs)' % protocol.II_ROOTFS)
-        parser.add_argument('--walltime', metavar='<duration>',
-                            help='The longest the workload may run: '
-                                 'seconds, 90m, 2h, 1d or HH:MM:SS (%s)'
-                                 % protocol.II_WALLTIME)
-        parser.add_argument('--timeout', metavar='<seconds>', type=float,
-                            default=1800.0,
-                            help='How long to wait for the run (default '
-                                 '1800)')
-        parser.add_argument('--interval', metavar='<seconds>', type=float,
-                            default=5.0,
-                            help='Seconds between two polls (default 5)')
-        parser.add_argument('--no-wait', action='store_true',
-                            help='Return once the deploy is requested')
+        add_run_arguments(parser)
         return parser
 
     def take_action(self, parsed_args):
@@ -117,6 +77,52 @@ class RunContainer(command.ShowOne):
 
     def _newest(self, node_uuid):
         return newest_report(self.app, node_uuid)
+
+
+def add_run_arguments(parser):
+    """The options of a run: the image, its program and environment, the
+    mode, tunables, rootfs mode, walltime, and the wait."""
+    parser.add_argument('--image', required=True, metavar='<ref>',
+                        help='OCI reference of the container image '
+                             '(%s)' % protocol.II_IMAGE)
+    program = parser.add_mutually_exclusive_group()
+    program.add_argument('--command', metavar='<json-list>',
+                         help='Replaces the image\'s ENTRYPOINT and '
+                              'CMD: a JSON list of strings (%s)'
+                              % protocol.II_COMMAND)
+    program.add_argument('--args', metavar='<json-list>',
+                         help='Replaces the image\'s CMD and keeps its '
+                              'ENTRYPOINT, as "docker run IMAGE ARGS": '
+                              'a JSON list of strings (%s)'
+                              % protocol.II_ARGS)
+    parser.add_argument('--env', metavar='<key=value>', action='append',
+                        default=[],
+                        help='An environment variable laid over the '
+                             'image\'s Env; repeat for more (%s)'
+                             % protocol.II_ENV)
+    parser.add_argument('--mode', choices=MODES,
+                        help='job: runs to completion; service: runs '
+                             'until undeploy (%s, default service)'
+                             % protocol.II_MODE)
+    parser.add_argument('--tunables', metavar='<profile|json>',
+                        help='A tunables profile name or a JSON object '
+                             'of knobs (%s)' % protocol.II_TUNABLES)
+    parser.add_argument('--rootfs', choices=ROOTFS_MODES,
+                        help='How the node gets the container\'s root '
+                             '(%s, default ramfs)' % protocol.II_ROOTFS)
+    parser.add_argument('--walltime', metavar='<duration>',
+                        help='The longest the workload may run: '
+                             'seconds, 90m, 2h, 1d or HH:MM:SS (%s)'
+                             % protocol.II_WALLTIME)
+    parser.add_argument('--timeout', metavar='<seconds>', type=float,
+                        default=1800.0,
+                        help='How long to wait for the run (default '
+                             '1800)')
+    parser.add_argument('--interval', metavar='<seconds>', type=float,
+                        default=5.0,
+                        help='Seconds between two polls (default 5)')
+    parser.add_argument('--no-wait', action='store_true',
+                        help='Return once the deploy is requested')
 
 
 def wait_for_run(app, node, previous, timeout, interval):

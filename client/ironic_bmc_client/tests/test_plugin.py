@@ -49,5 +49,5 @@ def test_entry_points_load():
         group='openstack.baremetal_container.v1')}
     assert sorted(commands) == [
         'baremetal_container_%s' % name for name in
-        ('chart', 'list', 'logs', 'noise', 'pgo', 'results', 'run', 'show',
-         'sweep')]
+        ('chart', 'group_run', 'group_show', 'list', 'logs', 'noise', 'pgo',
+         'results', 'run', 'show', 'sweep')]
