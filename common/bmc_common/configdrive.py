@@ -33,6 +33,7 @@ Standard library only (the agent ramdisk installs this package alone).
 import collections
 import json
 import posixpath
+import re
 
 SECTOR = 2048
 #: The volume label a config drive carries (cloud-init looks for it).
@@ -53,6 +54,12 @@ _MAX_CE = 8
 _JOLIET_ESCAPES = (b'%/@', b'%/C', b'%/E')
 #: Where the OpenStack metadata of a config drive is.
 META_DATA = 'openstack/latest/meta_data.json'
+#: Nova's EC2-style metadata: the request's ``reservation-id``.
+EC2_META_DATA = 'ec2/latest/meta-data.json'
+#: Nova's reservation ids: ``r-`` and eight characters.
+RESERVATION = re.compile(r'^r-[a-z0-9]{1,32}$')
+#: Server properties read (Nova allows 128 by default).
+MAX_SERVER_META = 128
 USER_DATA = 'openstack/latest/user_data'
 
 Entry = collections.namedtuple('Entry', 'path is_dir offset size')
@@ -323,6 +330,58 @@ def check(fileobj, size):
     return image, image.entries()
 
 
+def _json_object(image, entries, path):
+    """The JSON object of file ``path`` of the drive, or None when it has
+    no such file.
+
+    :raises ConfigDriveError: too large, not JSON, not an object.
+    """
+    entry = next((e for e in entries
+                  if e.path == path and not e.is_dir), None)
+    if entry is None:
+        return None
+    if entry.size > MAX_META_DATA:
+        raise ConfigDriveError('%s is %d bytes (at most %d)'
+                               % (path, entry.size, MAX_META_DATA))
+    try:
+        value = json.loads(image.read_file(entry))
+    except ValueError as exc:
+        raise ConfigDriveError('%s is not JSON: %s' % (path, exc)
+                               ) from None
+    if not isinstance(value, dict):
+        raise ConfigDriveError('%s is not a JSON object' % path)
+    return value
+
+
+def server(image, entries):
+    """What Nova says of the server in the drive: ``{"meta": {name:
+    value} (the server's properties, text), "launch_index": int or None
+    (its place in a multi-create request), "reservation_id": str or None
+    (that request's, shared by its servers)}``.
+
+    :raises ConfigDriveError: a file is malformed.
+    """
+    meta = _json_object(image, entries, META_DATA) or {}
+    props = meta.get('meta') or {}
+    if not isinstance(props, dict) or len(props) > MAX_SERVER_META or any(
+            not isinstance(k, str) or not isinstance(v, str)
+            or len(k) > 255 or len(v) > 255 for k, v in props.items()):
+        raise ConfigDriveError('%s: meta is not an object of at most %d '
+                               'server properties (text, at most 255 '
+                               'characters each)' % (META_DATA,
+                                                     MAX_SERVER_META))
+    index = meta.get('launch_index')
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        index = None
+    ec2 = _json_object(image, entries, EC2_META_DATA) or {}
+    reservation = ec2.get('reservation-id')
+    if not (isinstance(reservation, str)
+            and RESERVATION.match(reservation)):
+        reservation = None
+    return {'meta': dict(props), 'launch_index': index,
+            'reservation_id': reservation}
+
+
 def public_keys(image, entries):
     """The SSH public keys of ``openstack/latest/meta_data.json``
     (``public_keys``, an object of name to key, as Nova writes it), in
@@ -332,20 +391,9 @@ def public_keys(image, entries):
     :raises ConfigDriveError: meta_data.json is not a JSON object, or a
         key is not a line of text.
     """
-    entry = next((e for e in entries
-                  if e.path == META_DATA and not e.is_dir), None)
-    if entry is None:
+    meta = _json_object(image, entries, META_DATA)
+    if meta is None:
         return []
-    if entry.size > MAX_META_DATA:
-        raise ConfigDriveError('%s is %d bytes (at most %d)'
-                               % (META_DATA, entry.size, MAX_META_DATA))
-    try:
-        meta = json.loads(image.read_file(entry))
-    except ValueError as exc:
-        raise ConfigDriveError('%s is not JSON: %s' % (META_DATA, exc)
-                               ) from None
-    if not isinstance(meta, dict):
-        raise ConfigDriveError('%s is not a JSON object' % META_DATA)
     keys = meta.get('public_keys') or {}
     if isinstance(keys, list):
         keys = {str(i): k for i, k in enumerate(keys)}

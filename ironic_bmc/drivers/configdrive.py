@@ -212,12 +212,14 @@ class _Bytes:
 class Drive:
     """A checked configdrive in a temporary file (``path``)."""
 
-    def __init__(self, path, size, sha256, entries, keys):
+    def __init__(self, path, size, sha256, entries, keys, server=None):
         self.path = path
         self.size = size
         self.sha256 = sha256
         self.entries = entries
         self.keys = keys
+        #: What Nova says of the server (bmc_common.configdrive.server).
+        self.server = server
 
     def report(self):
         files = [e.path for e in self.entries if not e.is_dir]
@@ -262,19 +264,22 @@ def read(node):
             try:
                 image, entries = reader.check(out, size)
                 keys = len(reader.public_keys(image, entries))
+                server = reader.server(image, entries)
             except reader.ConfigDriveError as exc:
                 raise _malformed(str(exc)) from None
     except BaseException:
         os.unlink(path)
         raise
-    return Drive(path, size, sha256, entries, keys)
+    return Drive(path, size, sha256, entries, keys, server)
 
 
 def prepare(task):
     """Check the deploy's configdrive and publish it for the agent.
 
     :returns: ``(what the start step needs, for driver_internal_info
-        (see :func:`step_arg`), or None; report section or None)``.
+        (see :func:`step_arg`), or None; report section or None; what
+        Nova says of the server (``bmc_common.configdrive.server``) or
+        None)``.
     :raises Refused: a configdrive that is malformed or too large, unless
         the operator lets the run go on without it.
     """
@@ -290,9 +295,9 @@ def prepare(task):
                     '(%(key)s): %(err)s',
                     {'node': node.uuid,
                      'key': protocol.II_CONFIGDRIVE_OPTIONAL, 'err': exc})
-        return None, {'used': False, 'reason': str(exc)}
+        return None, {'used': False, 'reason': str(exc)}, None
     if drive is None:
-        return None, None
+        return None, None, None
     try:
         url = boot_files.publish_files(task, 'configdrive', DIR_KEY,
                                        [(drive.path, NAME)])
@@ -300,7 +305,7 @@ def prepare(task):
         drive.discard()
     return ({URL_KEY: url, 'sha256': drive.sha256, 'size': drive.size,
              'authorized_keys': CONF.container.configdrive_authorized_keys},
-            drive.report())
+            drive.report(), drive.server)
 
 
 def step_arg(info):

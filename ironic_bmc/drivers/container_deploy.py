@@ -67,6 +67,7 @@ from ironic_bmc.drivers import tuning
 from ironic_bmc.drivers import warm
 from ironic_bmc.drivers import workload_watch
 from ironic_bmc.group import barrier as group_barrier
+from ironic_bmc.group import info as group_info
 from ironic_bmc.group import lifecycle as group_lifecycle
 from bmc_common import protocol
 from ironic_bmc import report as run_report
@@ -155,9 +156,10 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         report = run_report.new(node, container)
         # Before anything is staged or powered: a refused configdrive
         # fails the deploy here (unless the operator lets it go on).
-        drive_args, drive_report = self._configdrive(task)
+        drive_args, drive_report, server = self._configdrive(task)
         if drive_report:
             run_report.update(node, report, configdrive=drive_report)
+        group = self._group(task, container, server)
         images = boot_files.boot_images(task)
         run_report.update(
             node, report,
@@ -189,8 +191,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             'configdrive': drive_args,
             'kernel_profile': container.kernel_profile,
         })
-        if container.group:
-            group_barrier.join(task, container.group, report['deploy_id'])
+        if group:
+            group_barrier.join(task, group, report['deploy_id'])
         up = node_boot.bring_up(task, report, kernel_args, claim)
         unavailable = energy.start(node)
         if unavailable:
@@ -216,6 +218,19 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             raise exception.InstanceDeployFailure(
                 _('Cannot deploy container image %(image)s: %(err)s')
                 % {'image': container.image, 'err': exc})
+
+    def _group(self, task, container, server):
+        """The run group the deploy joins (instance_info's, else the
+        Nova server's properties), its group-network port checked; or
+        None."""
+        try:
+            group = container.group or group_info.from_server(task.node,
+                                                              server)
+            if group:
+                group_info.network_port(task)
+        except exception.IronicException as exc:
+            raise exception.InstanceDeployFailure(str(exc)) from None
+        return group
 
     def _configdrive(self, task):
         try:

@@ -12,10 +12,13 @@
 
 """A run group member's keys (``container_group*``) and group network.
 
-The group is named by the user; it is scoped by who deploys: the nodes
-of one project (Nova's ``project_id`` or the node's lessee), or the
-operator's deploys, never both, so no one can join another project's
-group and be handed its keys.
+The keys are the node's ``instance_info`` (the operator's, or a lessee
+deploying its nodes), or the properties of a Nova server (its config
+drive's ``meta``).  The group is scoped by who deploys: the nodes of one
+project (Nova's ``project_id`` or the node's lessee), or the operator's
+deploys, never both, so no one can join another project's group and be
+handed its keys; a Nova group is also scoped by the request its servers
+came from.
 """
 
 import dataclasses
@@ -45,11 +48,15 @@ class GroupInfo:
     launcher: str
     #: The project the group belongs to, or OPERATOR_SCOPE.
     scope: str
+    #: The Nova request the servers of the group came from (its
+    #: reservation id), or None for a group set in instance_info.
+    request: str = None
 
     @property
     def key(self):
         """What every member of the group has in common."""
-        return '%s/%s' % (self.scope, self.name)
+        key = '%s/%s' % (self.scope, self.name)
+        return '%s@%s' % (key, self.request) if self.request else key
 
 
 def requested(node, info):
@@ -63,20 +70,48 @@ def requested(node, info):
         return None
     for key in present:
         if image_properties.from_image(node, key):
-            # Nova builds each server of a --min/--max request on its
-            # own, with no name the servers share that reaches Ironic.
             raise exception.InvalidParameterValue(
-                _('%s: run groups are set in the node\'s instance_info '
-                  '(openstack baremetal node set --instance-info), not as '
-                  'an image property: a group of Nova servers is not '
-                  'supported yet') % image_properties.where(node, key))
-    where = 'instance_info/%s'
-    name = info.get(protocol.II_GROUP)
+                _('%s: a run group is not an image\'s: set it in the '
+                  'node\'s instance_info, or as a property of the Nova '
+                  'servers (openstack server create --min N --max N '
+                  '--config-drive true --property %s=...)')
+                % (image_properties.where(node, key), key))
+    return _parse(info, 'instance_info/%s', present,
+                  run_report.owner_project(node) or OPERATOR_SCOPE)
+
+
+def from_server(node, server):
+    """The run group of a Nova server, from its properties (the config
+    drive's ``meta``), or None.  The servers of one ``--min N --max N``
+    request share its reservation id: that, not the name alone, makes
+    them one group.
+
+    :param server: ``bmc_common.configdrive.server`` of the deploy's
+        config drive.
+    :raises: InvalidParameterValue naming the property and the reason.
+    """
+    meta = (server or {}).get('meta') or {}
+    present = [k for k in KEYS if meta.get(k) not in (None, '')]
+    project = (node.instance_info or {}).get('project_id')
+    if not present or not project:
+        return None
+    if not server.get('reservation_id'):
+        raise exception.InvalidParameterValue(
+            _('server property %s: the config drive does not say which '
+              'request the server came from (no reservation-id in its EC2 '
+              'metadata), so its group cannot be told apart')
+            % present[0])
+    return _parse(meta, _('server property %s'), present, project,
+                  request=server['reservation_id'])
+
+
+def _parse(values, where, present, scope, request=None):
+    name = values.get(protocol.II_GROUP)
     if name in (None, ''):
         raise exception.MissingParameterValue(
-            _('%(keys)s are set, but not instance_info/%(key)s, the name '
-              'of the group') % {'keys': ', '.join(present),
-                                  'key': protocol.II_GROUP})
+            _('%(keys)s set, but not %(key)s, the name of the group')
+            % {'keys': ', '.join(present),
+               'key': where % protocol.II_GROUP})
     if (not isinstance(name, str) or len(name) > protocol.GROUP_NAME_MAX
             or not re.match(protocol.GROUP_NAME_PATTERN, name)):
         raise exception.InvalidParameterValue(
@@ -85,7 +120,7 @@ def requested(node, info):
               'host names are NAME-RANK; got %(value)r')
             % {'where': where % protocol.II_GROUP,
                'max': protocol.GROUP_NAME_MAX, 'value': name})
-    size = info.get(protocol.II_GROUP_SIZE)
+    size = values.get(protocol.II_GROUP_SIZE)
     try:
         size = int(str(size).strip())
     except ValueError:
@@ -96,17 +131,17 @@ def requested(node, info):
               'to %(max)d ([container]group_max_size); got %(value)r')
             % {'where': where % protocol.II_GROUP_SIZE,
                'max': CONF.container.group_max_size,
-               'value': info.get(protocol.II_GROUP_SIZE)})
-    launcher = info.get(protocol.II_GROUP_LAUNCHER) or \
-        protocol.GROUP_LAUNCHER_SSH
+               'value': values.get(protocol.II_GROUP_SIZE)})
+    launcher = (values.get(protocol.II_GROUP_LAUNCHER)
+                or protocol.GROUP_LAUNCHER_SSH)
     if launcher not in protocol.GROUP_LAUNCHERS:
         raise exception.InvalidParameterValue(
             _('%(where)s must be one of %(known)s; got %(value)r')
             % {'where': where % protocol.II_GROUP_LAUNCHER,
                'known': ', '.join(protocol.GROUP_LAUNCHERS),
                'value': launcher})
-    return GroupInfo(name=name, size=size, launcher=launcher,
-                     scope=run_report.owner_project(node) or OPERATOR_SCOPE)
+    return GroupInfo(name=name, size=size, launcher=launcher, scope=scope,
+                     request=request)
 
 
 def network_port(task):

@@ -52,6 +52,42 @@ def test_plain_iso_names_without_extensions():
     assert [e.path for e in entries] == ['D001', 'D001/F002']
 
 
+def test_server():
+    image, entries = check(isos.config_drive(
+        meta={'uuid': 'u-1', 'launch_index': 1,
+              'meta': {'container_group': 'mpi',
+                       'container_group_size': '2'}},
+        extra={'ec2/latest/meta-data.json':
+               b'{"reservation-id": "r-k2jx0w7f"}'}))
+    assert cd.server(image, entries) == {
+        'meta': {'container_group': 'mpi', 'container_group_size': '2'},
+        'launch_index': 1, 'reservation_id': 'r-k2jx0w7f'}
+
+
+def test_server_without_nova_facts():
+    image, entries = check(isos.config_drive(meta={'uuid': 'u-1'}))
+    assert cd.server(image, entries) == {
+        'meta': {}, 'launch_index': None, 'reservation_id': None}
+    image, entries = check(isos.config_drive(
+        meta={'launch_index': True},
+        extra={'ec2/latest/meta-data.json':
+               b'{"reservation-id": "r-../x"}'}))
+    assert cd.server(image, entries) == {
+        'meta': {}, 'launch_index': None, 'reservation_id': None}
+
+
+@pytest.mark.parametrize('meta', [
+    {'meta': ['a']},
+    {'meta': {'a': 1}},
+    {'meta': {'a': 'x' * 256}},
+    {'meta': {'k%d' % i: 'v' for i in range(129)}},
+])
+def test_server_meta_refused(meta):
+    image, entries = check(isos.config_drive(meta=meta))
+    with pytest.raises(cd.ConfigDriveError, match='server properties'):
+        cd.server(image, entries)
+
+
 def test_public_keys():
     image, entries = check(isos.config_drive(meta={'public_keys': {
         'b': 'ssh-rsa BBB b\n', 'a': isos.KEY}}))

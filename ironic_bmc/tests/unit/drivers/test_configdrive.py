@@ -25,7 +25,9 @@ from ironic.conductor import task_manager
 from ironic.conf import CONF
 from ironic import objects
 from ironic.drivers.modules import agent_base
+from ironic.tests.unit.objects import utils as obj_utils
 from oslo_utils import strutils
+from oslo_utils import uuidutils
 
 from bmc_common.tests import isos
 from ironic_bmc.drivers import boot_files
@@ -149,9 +151,9 @@ class PrepareTestCase(base.ContainerDeployTestCase):
                                        configdrive=value, **ii)
         self.node.save()
         with task_manager.acquire(self.context, self.node.uuid) as task:
-            result = configdrive.prepare(task)
+            info, report, self.server = configdrive.prepare(task)
             task.node.save()
-        return result
+        return info, report
 
     def test_published_for_the_agent(self):
         info, report = self._prepare(isos.encode(ISO))
@@ -289,6 +291,40 @@ class DeployTestCase(base.ContainerDeployTestCase):
         self.assertEqual([], self.executor.submitted)
         self.assertFalse(os.path.exists(os.path.join(
             CONF.deploy.http_root, self.node.uuid)))
+
+    def _nova_group_drive(self):
+        self.node.instance_uuid = uuidutils.generate_uuid()
+        self.node.save()
+        return isos.encode(isos.config_drive(
+            meta={'uuid': 'u-1', 'launch_index': 0,
+                  'meta': {'container_group': 'mpi',
+                           'container_group_size': '2'}},
+            extra={'ec2/latest/meta-data.json':
+                   b'{"reservation-id": "r-k2jx0w7f"}'}))
+
+    def test_nova_servers_properties_join_a_group(
+            self, mock_resolve, mock_prepare, mock_boot, mock_power):
+        drive = self._nova_group_drive()
+        obj_utils.create_test_port(
+            self.context, uuid=uuidutils.generate_uuid(),
+            node_id=self.node.id, address='52:54:00:bd:00:00',
+            physical_network='bmc-group',
+            extra={'bmc_group_address': '192.0.2.10/24'})
+        self.assertEqual(states.DEPLOYWAIT, self._deploy(
+            mock_resolve, drive, project_id='p1'))
+        node = objects.Node.get_by_uuid(self.context, self.node.uuid)
+        rec = node.driver_internal_info['bmc_deploy']['group']
+        self.assertEqual(('p1/mpi@r-k2jx0w7f', 2, 'joined'),
+                         (rec['key'], rec['size'], rec['state']))
+
+    def test_nova_group_without_port_fails_before_power(
+            self, mock_resolve, mock_prepare, mock_boot, mock_power):
+        exc = self.assertRaises(
+            exception.InstanceDeployFailure, self._deploy, mock_resolve,
+            self._nova_group_drive(), project_id='p1')
+        self.assertIn('cannot join a run group', str(exc))
+        mock_power.assert_not_called()
+        mock_resolve.assert_not_called()
 
     def test_optional_run_goes_on_and_reports_why(
             self, mock_resolve, mock_prepare, mock_boot, mock_power):

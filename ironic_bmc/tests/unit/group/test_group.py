@@ -25,6 +25,7 @@ from oslo_utils import uuidutils
 
 from bmc_common import protocol
 from ironic_bmc import deploy_info
+from ironic_bmc import image_properties
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import workload_watch
@@ -148,6 +149,62 @@ class InfoTestCase(GroupTestCase):
             container_group_launcher='pmix')
         self.assertIn('container_group_launcher must be one of ssh, none',
                       str(exc))
+
+    def _nova_node(self, **info):
+        return obj_utils.create_test_node(
+            self.context, uuid=uuidutils.generate_uuid(),
+            instance_uuid=uuidutils.generate_uuid(),
+            instance_info=dict({'container_image': IMAGE,
+                                'project_id': 'p1'}, **info))
+
+    def test_nova_servers_group(self):
+        server = {'meta': {'container_group': 'mpi',
+                           'container_group_size': '2'},
+                  'launch_index': 0, 'reservation_id': 'r-abc123'}
+        found = group_info.from_server(self._nova_node(), server)
+        self.assertEqual(('mpi', 2, 'p1/mpi@r-abc123'),
+                         (found.name, found.size, found.key))
+
+    def test_nova_server_not_in_a_group(self):
+        self.assertIsNone(group_info.from_server(
+            self._nova_node(), {'meta': {'other': 'x'}}))
+        self.assertIsNone(group_info.from_server(self._nova_node(), None))
+        # Not a Nova deploy: instance_info is the operator's way.
+        node = obj_utils.create_test_node(
+            self.context, uuid=uuidutils.generate_uuid(),
+            instance_info={'container_image': IMAGE})
+        self.assertIsNone(group_info.from_server(
+            node, {'meta': {'container_group': 'mpi'},
+                   'reservation_id': 'r-1'}))
+
+    def test_nova_server_property_errors(self):
+        node = self._nova_node()
+        exc = self.assertRaises(
+            exception.InvalidParameterValue, group_info.from_server, node,
+            {'meta': {'container_group': 'mpi',
+                      'container_group_size': '1'},
+             'reservation_id': 'r-1'})
+        self.assertIn('server property container_group_size must be',
+                      str(exc))
+        exc = self.assertRaises(
+            exception.InvalidParameterValue, group_info.from_server, node,
+            {'meta': {'container_group': 'mpi',
+                      'container_group_size': '2'},
+             'reservation_id': None})
+        self.assertIn('no reservation-id', str(exc))
+
+    def test_image_property_refused(self):
+        node = self._nova_node()
+        node.driver_internal_info = {
+            image_properties.SNAPSHOT_KEY: {
+                'image': 'g1', 'properties': {'container_group': 'mpi'}}}
+        with mock.patch.object(image_properties, 'from_image',
+                               autospec=True, return_value=True):
+            exc = self.assertRaises(
+                exception.InvalidParameterValue, group_info.requested,
+                node, {'container_group': 'mpi'})
+        self.assertIn('a run group is not an image\'s', str(exc))
+        self.assertIn('--property container_group=', str(exc))
 
     def test_ssh_launcher_needs_privileged(self):
         node = obj_utils.create_test_node(
