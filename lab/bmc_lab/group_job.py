@@ -56,11 +56,11 @@ def deploy(settings, image, name, indexes, extra=None, out=print,
     return watchers
 
 
-def report(settings, index):
-    """The group report, asked of member ``index``."""
+def report(settings, index=0, name=None):
+    """The group report, asked of member ``index`` (or node ``name``)."""
     cli = lab_client.get_client(settings)
-    found = cli.node.vendor_passthru(settings.node_name(index), 'run_group',
-                                     http_method='GET')
+    found = cli.node.vendor_passthru(name or settings.node_name(index),
+                                     'run_group', http_method='GET')
     return found.to_dict() if hasattr(found, 'to_dict') else found
 
 

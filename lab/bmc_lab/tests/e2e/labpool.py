@@ -55,7 +55,9 @@ LABS = {
                   group_network=True, workload_lost_timeout=45),
     # (Nova refuses a second cloud on one RabbitMQ: one worker at most
     # runs the cloud group.)
-    'cloud': dict(profile=lab_settings.PROFILE_CLOUD),
+    # Two nodes on a run-group network: a tenant's group of servers.
+    'cloud': dict(profile=lab_settings.PROFILE_CLOUD, nodes=2,
+                  group_network=True),
 }
 
 #: Work groups, longest first, and the lab each one runs on.  A worker
@@ -81,6 +83,7 @@ MODULE_GROUPS = {
     'test_rootfs_verity.py': 'rootfs',
     'test_tenant.py': 'cloud',
     'test_tenant_isolation.py': 'cloud',
+    'test_tenant_group.py': 'cloud',
     'test_container.py': 'container',
     'test_hostile_node.py': 'container',
     'test_warm.py': 'container',
