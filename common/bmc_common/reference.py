@@ -115,8 +115,11 @@ INSTANCE_INFO_KEYS = (
         '``/etc/hosts``. Lowercase letters, digits and ``-``, at most '
         '%d characters (host names are ``NAME-RANK``). The node needs a '
         'port on ``[container]group_physical_network`` with '
-        '``extra/bmc_group_address``. Set in ``instance_info`` only: '
-        'refused as an image property (see :doc:`/admin/run-groups`).'
+        '``extra/bmc_group_address``. Set in ``instance_info``, or by a '
+        'tenant as a property of the servers of one Nova request '
+        '(``--min N --max N --config-drive true --property '
+        'container_group=NAME``); refused as an image property (see '
+        ':doc:`/admin/run-groups`).'
         % protocol.GROUP_NAME_MAX),
     Key(protocol.II_GROUP_SIZE, 'integer', None, WHO_OPERATOR,
         'How many nodes the run group has: 2 to '
