@@ -165,6 +165,11 @@ def arrive(task):
     if outcome.error:
         raise exception.InstanceDeployFailure(outcome.error)
     if not outcome.complete:
+        if rec['state'] == members.RELEASED:
+            # Woken, but a member has gone since: wait (and be woken,
+            # and polled) again.
+            rec['state'] = members.STAGED
+            members.save_record(node, rec)
         LOG.info('Node %(node)s waits at the barrier of run group '
                  '%(group)s for %(who)s', {
                      'node': node.uuid, 'group': rec['key'],

@@ -162,14 +162,18 @@ def group_end(context, node):
         if (other is None or other.provision_state not in members.LIVE_STATES
                 or not other_rec or other_rec.get('plan', {}).get(
                     'id') != plan['id']):
+            gone = ((other.driver_internal_info or {}).get(members.LEFT_KEY)
+                    if other else None) or {}
             return {'rank': entry['rank'], 'node': entry['node'],
                     'ok': False,
                     'reason': _('rank %(rank)d (%(node)s) left the group '
-                                '(%(state)s)') % {
+                                '(%(state)s)%(why)s') % {
                         'rank': entry['rank'],
                         'node': entry['node_name'] or entry['node'],
                         'state': other.provision_state if other
-                        else _('deleted')}}
+                        else _('deleted'),
+                        'why': ': ' + gone['reason']
+                        if gone.get('key') == rec['key'] else ''}}
         ended = other_rec.get('ended') if other_rec.get(
             'state') == members.ENDED else None
         if ended and ended.get('ends_group'):

@@ -450,6 +450,31 @@ class LifecycleTestCase(RunningGroupBase):
         self._end(self.b, 'finished', 0)
         self.assertIsNone(self._group_end(self.a))
 
+    def test_member_failed_to_start_ends_group_with_its_reason(self):
+        node = objects.Node.get_by_uuid(self.context, self.b.uuid)
+        node.provision_state = states.DEPLOYFAIL
+        node.set_driver_internal_info(members.LEFT_KEY, {
+            'key': '-/mpi', 'at': 1.0,
+            'reason': 'the image has no /usr/sbin/sshd'})
+        node.save()
+        ended = self._group_end(self.a)
+        self.assertEqual('rank 1 (b) left the group (deploy failed): the '
+                         'image has no /usr/sbin/sshd', ended['reason'])
+
+    def test_released_member_waits_again_if_a_member_went(self):
+        c = self._node('c', 2, group='other', size=3)
+        d = self._node('d', 3, group='other', size=3)
+        for node in (c, d):
+            self._join(node)
+        self.assertEqual(states.DEPLOYWAIT, self._arrive(c))
+        rec = self._rec(c)
+        rec['state'] = members.RELEASED
+        node = objects.Node.get_by_uuid(self.context, c.uuid)
+        members.save_record(node, rec)
+        node.save()
+        self.assertEqual(states.DEPLOYWAIT, self._arrive(c))
+        self.assertEqual(members.STAGED, self._rec(c)['state'])
+
     def test_member_undeployed_ends_group(self):
         node = objects.Node.get_by_uuid(self.context, self.b.uuid)
         node.provision_state = states.DELETING
