@@ -47,10 +47,14 @@ def lab(lab_pool):
     return lab_pool.get('group')
 
 
-def _wait_all(lab, states, timeout=DEPLOY_TIMEOUT):
-    return [container_job.wait_report(lab, index, states=states,
-                                      timeout=timeout)
-            for index in MEMBERS]
+def _wait_all(lab, group, states, timeout=DEPLOY_TIMEOUT):
+    """The members' reports of run group ``group`` once in ``states``
+    (not the reports the members' previous runs left)."""
+    return [container_job.wait_report(
+        lab, index, timeout=timeout,
+        until=lambda r: ((r.get('group') or {}).get('name') == group
+                         and r.get('state') in states))
+        for index in MEMBERS]
 
 
 def _undeploy_one_undeploys_all(lab):
@@ -85,11 +89,11 @@ def busybox_group(lab):
                      launcher=protocol.GROUP_LAUNCHER_NONE,
                      extra={protocol.II_COMMAND: json.dumps(
                          ['/bin/sh', '-c', BUSYBOX_MEMBER])})
-    running = _wait_all(lab, ('running',))
-    # Both have pinged the other (2 pings within 10 s each).
-    time.sleep(25)
+    running = _wait_all(lab, 'bb', ('running',))
+    # Both have pinged the other (a reachable member answers at once).
+    time.sleep(10)
     nodes.virsh('destroy', lab.node_name(1))
-    ended = _wait_all(lab, ('failed', 'finished'), timeout=400)
+    ended = _wait_all(lab, 'bb', ('failed', 'finished'), timeout=400)
     group = group_job.report(lab, 0)
     print(group_job.format_report(group))
     _undeploy_one_undeploys_all(lab)
@@ -149,7 +153,7 @@ def test_mpi_pingpong_across_two_nodes(lab, mpi_image):
                      launcher=protocol.GROUP_LAUNCHER_SSH,
                      extra={'container_env': json.dumps(
                          {recipes.SIZE_ENV: '200'})})
-    ended = _wait_all(lab, ('finished', 'failed'))
+    ended = _wait_all(lab, 'mpi', ('finished', 'failed'))
     group = group_job.report(lab, 1)
     print(group_job.format_report(group))
     rank0 = ended[0]
