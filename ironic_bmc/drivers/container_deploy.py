@@ -159,7 +159,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         drive_args, drive_report, server = self._configdrive(task)
         if drive_report:
             run_report.update(node, report, configdrive=drive_report)
-        group = self._group(task, container, server)
+        group, group_port = self._group(task, container, server)
         images = boot_files.boot_images(task)
         run_report.update(
             node, report,
@@ -192,7 +192,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             'kernel_profile': container.kernel_profile,
         })
         if group:
-            group_barrier.join(task, group, report['deploy_id'])
+            group_barrier.join(task, group, report['deploy_id'],
+                               group_port)
         up = node_boot.bring_up(task, report, kernel_args, claim)
         unavailable = energy.start(node)
         if unavailable:
@@ -221,16 +222,14 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
 
     def _group(self, task, container, server):
         """The run group the deploy joins (instance_info's, else the
-        Nova server's properties), its group-network port checked; or
-        None."""
+        Nova server's properties) and the node's port on the group
+        network; ``(None, None)`` outside a group."""
         try:
             group = container.group or group_info.from_server(task.node,
                                                               server)
-            if group:
-                group_info.network_port(task)
+            return group, group_info.network_port(task) if group else None
         except exception.IronicException as exc:
             raise exception.InstanceDeployFailure(str(exc)) from None
-        return group
 
     def _configdrive(self, task):
         try:

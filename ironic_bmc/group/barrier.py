@@ -40,7 +40,6 @@ from ironic.conductor import utils as manager_utils
 from oslo_log import log
 
 from ironic_bmc.conf import CONF
-from ironic_bmc.group import info as group_info
 from ironic_bmc.group import keys
 from ironic_bmc.group import members
 from ironic_bmc import report as run_report
@@ -53,11 +52,12 @@ DEPLOY_KEY = members.DEPLOY_KEY
 SECRETS = 'group_secrets'
 
 
-def join(task, group, deploy_id):
+def join(task, group, deploy_id, port):
     """Record the node as a member of ``group`` for deploy ``deploy_id``
-    (the ``deploy`` step; DEPLOY_KEY exists)."""
+    (the ``deploy`` step; DEPLOY_KEY exists); ``port``: its group-network
+    port's ``(mac, address)`` (:func:`info.network_port`)."""
     node = task.node
-    mac, address = group_info.network_port(task)
+    mac, address = port
     made = keys.member_keys(node.name or node.uuid)
     node.del_driver_internal_info(members.LEFT_KEY)
     members.save_record(node, {

@@ -74,21 +74,12 @@ def left(task):
 def undeploy_others(task, key):
     """Ask each other member's conductor to undeploy it."""
     api = rpcapi.ConductorAPI()
-    found = objects.Node.list(
-        task.context,
-        filters={'provision_state_in': list(members.LISTED_STATES)},
-        fields=members.FIELDS)
-    for other in found:
+    for other, _rec, _gone in members.listed(task.context, key):
         if other.uuid == task.node.uuid:
             continue
-        internal = other.driver_internal_info or {}
-        rec = members.record(other) or internal.get(members.LEFT_KEY) or {}
-        if rec.get('key') != key:
-            continue
         try:
-            full = objects.Node.get_by_uuid(task.context, other.uuid)
             api.do_node_tear_down(task.context, other.uuid,
-                                  topic=api.get_topic_for(full))
+                                  topic=api.get_topic_for(other))
             LOG.info('Undeploying node %(other)s with node %(node)s: '
                      'both are members of run group %(key)s',
                      {'other': other.uuid, 'node': task.node.uuid,

@@ -51,8 +51,9 @@ WAITING = (JOINED, STAGED, RELEASED)
 #: Where members (and members that left) are looked for.
 LIVE_STATES = (states.DEPLOYING, states.DEPLOYWAIT, states.ACTIVE)
 LISTED_STATES = LIVE_STATES + (states.DEPLOYFAIL,)
+#: (driver and conductor_group: enough for the RPC topic of a member.)
 FIELDS = ['id', 'uuid', 'name', 'provision_state', 'driver_internal_info',
-          'last_error', 'power_state']
+          'last_error', 'power_state', 'driver', 'conductor_group']
 
 
 def record(node):
@@ -98,24 +99,31 @@ def _order(member):
     return (member.name or '', member.uuid)
 
 
+def listed(context, key):
+    """The nodes with group ``key`` in their record or in the record of
+    a group they left (:data:`LEFT_KEY`): ``(node, record, left)``."""
+    found = objects.Node.list(
+        context, filters={'provision_state_in': list(LISTED_STATES)},
+        fields=FIELDS)
+    for other in found:
+        rec = record(other)
+        gone = (other.driver_internal_info or {}).get(LEFT_KEY)
+        if (rec or {}).get('key') == key or (gone or {}).get('key') == key:
+            yield other, rec, gone
+
+
 def view(context, node):
     """The group of ``node`` (which has a record) as the database has
     it now."""
     mine = record(node)
-    found = objects.Node.list(
-        context, filters={'provision_state_in': list(LISTED_STATES)},
-        fields=FIELDS)
     members, left, running = [], [], []
-    for other in found:
-        internal = other.driver_internal_info or {}
-        gone = internal.get(LEFT_KEY)
+    for other, rec, gone in listed(context, mine['key']):
         # (Its failed deploy's clean-up records it before the node is
         # DEPLOYFAIL.)
         if (gone and gone.get('key') == mine['key']
                 and gone.get('at', 0) >= mine['joined_at']):
             left.append((label(other), gone.get('reason') or ''))
             continue
-        rec = record(other)
         if (other.provision_state not in LIVE_STATES or not rec
                 or rec.get('key') != mine['key']):
             continue

@@ -79,7 +79,8 @@ class GroupTestCase(base.ContainerDeployTestCase):
             container = deploy_info.parse(task.node)
             report = run_report.new(task.node, container)
             run_report.update(task.node, report)
-            barrier.join(task, container.group, report['deploy_id'])
+            barrier.join(task, container.group, report['deploy_id'],
+                         group_info.network_port(task))
             task.node.save()
 
     def _arrive(self, node, deploy_step=True):
