@@ -356,8 +356,11 @@ opts = [
                       'extra/bmc_group_address is the node\'s address '
                       'there (A.B.C.D/prefix).  A node without such a port '
                       'cannot deploy with instance_info/container_group.')),
-    cfg.IntOpt('group_max_size', default=32, min=2, max=128,
-               help=('The most nodes one run group may have.')),
+    cfg.IntOpt('group_max_size', default=32, min=2, max=32,
+               help=('The most nodes one run group may have.  Each '
+                     'member keeps the group\'s plan (every member\'s '
+                     'address and host key) in its driver_internal_info, '
+                     'a 64 KiB column: 32 members take about 24 KiB.')),
     cfg.IntOpt('group_barrier_timeout', default=600, min=30, max=86400,
                help=('Seconds the members of a run group that have staged '
                       'their root wait for the others; then the whole group '
