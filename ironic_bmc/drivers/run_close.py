@@ -84,8 +84,12 @@ def finish_energy(node, report, status=None):
     run_report.update(node, report, energy=section)
 
 
-def record_exit(task, status):
-    """The workload has exited: record it; a job's run ends here."""
+def record_exit(task, status, failure=None):
+    """The workload has exited: record it; a job's run ends here.
+
+    ``failure``: why the run failed whatever the exit says (its run group
+    ended badly), recorded with the exit, not after it.
+    """
     node = task.node
     report = run_report.get(node)
     # The agent times the workload with the node's clock.
@@ -115,6 +119,9 @@ def record_exit(task, status):
                      % {'node': node.uuid, 'why': integrity})
         LOG.error(integrity)
         run_report.update(node, report, error=integrity)
+    elif failure:
+        run_report.update(node, report, error=failure)
+    failed = integrity or failure
     if report['mode'] == protocol.MODE_JOB:
         t_off = time.time()
         manager_utils.node_power_action(task, states.POWER_OFF)
@@ -122,8 +129,10 @@ def record_exit(task, status):
                              t_off, time.time())
         finish_energy(node, report, status)
         run_report.update(node, report, state='failed'
-                          if integrity or timeout or refused
+                          if failed or timeout or refused
                           else 'finished')
+    elif failure:
+        run_report.update(node, report, state='failed')
     if refused:
         manager_utils.node_history_record(node, event=refused,
                                           event_type='monitoring',
@@ -131,10 +140,10 @@ def record_exit(task, status):
     if timeout:
         manager_utils.node_history_record(node, event=timeout,
                                           event_type='monitoring')
-    if integrity:
+    if failed:
         # last_error, and the node's history (after the power action,
         # which clears the former).
-        manager_utils.node_history_record(node, event=integrity,
+        manager_utils.node_history_record(node, event=failed,
                                           event_type='monitoring',
                                           error=True)
     node.save()

@@ -338,15 +338,12 @@ def _end_with_group(task, deploy_id, ended):
         LOG.error('%s', exc)
     if status and status.get('state') == 'exited':
         stream_report.record(node, report, status)
-        run_close.record_exit(task, status)
+        # (The failure is recorded with the exit: no reader sees the run
+        # "finished" first.)
+        run_close.record_exit(task, status,
+                              failure=None if ended.get('ok') else why)
     else:
         record_lost(task, why)
-    report = run_report.get(node)
-    if not ended.get('ok') and report.get('state') != 'failed':
-        run_report.update(node, report, state='failed', error=why)
-        manager_utils.node_history_record(node, event=why,
-                                          event_type='monitoring',
-                                          error=True)
     group_lifecycle.run_ended(task, by_group=True)
     node.save()
 
