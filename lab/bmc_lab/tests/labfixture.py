@@ -50,6 +50,11 @@ CLOUD_SHIFT = {'functional': 10000, 'e2e': 20000}
 WORKER_PORT_STEP = 1000
 #: Workers a tier may run; .ci/run checks their ports are free.
 MAX_WORKERS = 2
+#: Two more workers' ports and names that no pytest worker takes: labs a
+#: test brings up beside its own worker's (the functional tier's
+#: side-by-side test), so it runs while the other worker runs its labs.
+#: .ci/run checks their ports are free too.
+SPARE_WORKERS = (MAX_WORKERS, MAX_WORKERS + 1)
 
 
 def worker_index():

@@ -141,9 +141,10 @@ def test_scaled_profile_runs_api_and_conductor_over_rabbitmq():
 def test_two_labs_side_by_side_do_not_see_each_other():
     """Two workers' labs on one host (the e2e tier runs two): each has its
     own Ironic, node, BMC, domain, ports and state; one going down leaves
-    the other whole, libvirtd included."""
+    the other whole, libvirtd included.  (The spare workers' labs: this
+    tier's workers run labs of their own meanwhile.)"""
     labs = [labfixture.lab_settings_for('functional', nodes=1, worker=w)
-            for w in (0, 1)]
+            for w in labfixture.SPARE_WORKERS]
     first, second = labs
     assert first.state_dir != second.state_dir
     assert not (set(first.ports.named(1).values())

@@ -57,18 +57,24 @@ def test_the_cloud_runs_on_one_worker_only():
 
 
 def test_two_workers_never_share_a_port_or_a_name():
+    workers = tuple(range(labfixture.MAX_WORKERS)) + labfixture.SPARE_WORKERS
+    assert len(set(workers)) == 4
     for tier in labfixture.PORT_SETS:
-        first, second = (labfixture.lab_settings_for(tier, worker=w)
-                         for w in (0, 1))
-        assert first.name != second.name
-        assert not second.node_name(0).startswith(first.name + '-node-')
-        assert first.state_dir != second.state_dir
-        assert not (set(first.ports.named(20).values())
-                    & set(second.ports.named(20).values()))
-    clouds = [labfixture.lab_settings_for('e2e', profile='cloud', worker=w)
-              for w in (0, 1)]
-    assert not (set(clouds[0].cloud_ports.named(True).values())
-                & set(clouds[1].cloud_ports.named(True).values()))
+        labs = [labfixture.lab_settings_for(tier, worker=w) for w in workers]
+        # The real workers' clouds (a spare worker runs none).
+        clouds = [labfixture.lab_settings_for(tier, profile='cloud', worker=w)
+                  for w in range(labfixture.MAX_WORKERS)]
+        taken = [set(lab.ports.named(20).values()) for lab in labs] + [
+            set(cloud.cloud_ports.named(True).values()) for cloud in clouds]
+        for i, first in enumerate(labs):
+            for second in labs[i + 1:]:
+                assert first.name != second.name
+                assert not second.node_name(0).startswith(
+                    first.name + '-node-')
+                assert first.state_dir != second.state_dir
+        for i, ports in enumerate(taken):
+            for other in taken[i + 1:]:
+                assert not ports & other, (tier, sorted(ports & other))
 
 
 def test_a_third_worker_is_refused(monkeypatch):
