@@ -37,8 +37,10 @@ from bmc_lab.tests.e2e.test_faults import _bystander
 
 #: Long enough for the take-over (heartbeat_timeout 20 s, hash ring
 #: refresh 10 s, sync_local_state_interval 15 s in the lab) to happen
-#: while the job still runs.
-JOB = ['/bin/sh', '-c', 'echo started; sleep 150; '
+#: while the job still runs, and for the survivor to sample power ten
+#: times after it (every 2 s): in CI the take-over came 28 s after the
+#: job started.
+JOB = ['/bin/sh', '-c', 'echo started; sleep 90; '
        'echo finished after the take-over']
 
 
