@@ -22,7 +22,9 @@
   rank 0's exit is the job's end: the group ends, and ends well if rank
   0's command exited 0.  With ``none`` the group ends when one member
   fails, or when all have exited.
-* Undeploying one member undeploys all (:func:`undeploy_others`).
+* Undeploying one member undeploys all (:func:`undeploy_others`), but
+  for members a Nova server holds: Nova undeploys each when its server
+  is deleted.
 """
 
 import time
@@ -72,10 +74,23 @@ def left(task):
 
 
 def undeploy_others(task, key):
-    """Ask each other member's conductor to undeploy it."""
+    """Ask each other member's conductor to undeploy it.
+
+    Not a member that an instance (a Nova server) holds: its server's
+    deletion undeploys it.  Torn down behind Nova's back, the node is
+    no longer ACTIVE when Nova deletes the server, and the deletion
+    fails or hangs.  (Its run is ended all the same: the group ended.)
+    """
     api = rpcapi.ConductorAPI()
     for other, _rec, _gone in members.listed(task.context, key):
         if other.uuid == task.node.uuid:
+            continue
+        if other.instance_uuid:
+            LOG.info('Not undeploying node %(other)s with node %(node)s '
+                     '(run group %(key)s): instance %(instance)s holds it, '
+                     'and deleting that undeploys it',
+                     {'other': other.uuid, 'node': task.node.uuid,
+                      'key': key, 'instance': other.instance_uuid})
             continue
         try:
             api.do_node_tear_down(task.context, other.uuid,

@@ -51,9 +51,11 @@ WAITING = (JOINED, STAGED, RELEASED)
 #: Where members (and members that left) are looked for.
 LIVE_STATES = (states.DEPLOYING, states.DEPLOYWAIT, states.ACTIVE)
 LISTED_STATES = LIVE_STATES + (states.DEPLOYFAIL,)
-#: (driver and conductor_group: enough for the RPC topic of a member.)
+#: (driver and conductor_group: enough for the RPC topic of a member;
+#: instance_uuid: whether Nova holds it.)
 FIELDS = ['id', 'uuid', 'name', 'provision_state', 'driver_internal_info',
-          'last_error', 'power_state', 'driver', 'conductor_group']
+          'last_error', 'power_state', 'driver', 'conductor_group',
+          'instance_uuid']
 
 
 def record(node):

@@ -494,6 +494,18 @@ class LifecycleTestCase(RunningGroupBase):
             mock.ANY, self.b.uuid, topic='topic')
 
     @mock.patch('ironic.conductor.rpcapi.ConductorAPI', autospec=True)
+    def test_undeploy_leaves_a_member_nova_holds_to_nova(self, api):
+        # Nova deletes each server of a group itself; a member torn down
+        # behind its back makes that deletion fail.
+        node = objects.Node.get_by_uuid(self.context, self.b.uuid)
+        node.instance_uuid = uuidutils.generate_uuid()
+        node.save()
+        with task_manager.acquire(self.context, self.a.uuid) as task:
+            task.node.provision_state = states.DELETING
+            lifecycle.left(task)
+        api.return_value.do_node_tear_down.assert_not_called()
+
+    @mock.patch('ironic.conductor.rpcapi.ConductorAPI', autospec=True)
     def test_undeploy_tolerates_member_being_undeployed(self, api):
         api.return_value.do_node_tear_down.side_effect = (
             exception.InvalidStateRequested('deleting'))
