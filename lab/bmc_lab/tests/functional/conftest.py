@@ -32,7 +32,6 @@ def loopback_registries_listed():
     CONF.clear_override('credential_registries', 'container')
 
 
-
 #: The tier's longest module (a whole cloud comes up: about 160 of its 350
 #: seconds), collected first so that one worker starts on it while the
 #: other runs the rest (pytest-xdist hands out modules in collection order).
