@@ -31,19 +31,12 @@ import uuid
 from ironic.conf import CONF
 
 from bmc_common import protocol
+from ironic_bmc import ownership
 from ironic_bmc import run_store
 
 INTERNAL_KEY = 'bmc_run_report'
 #: States of a run that has ended: nothing more is recorded.
 FINAL_STATES = ('finished', 'undeployed', 'failed')
-
-
-def owner_project(node):
-    """The project a run belongs to: the one that launched the instance
-    (Nova writes ``instance_info/project_id``), else the node's lessee.
-    None: the run is the operator's alone."""
-    project = (node.instance_info or {}).get('project_id') or node.lessee
-    return project if isinstance(project, str) and project else None
 
 
 def new(node, container):
@@ -53,8 +46,8 @@ def new(node, container):
         'node': node.uuid,
         'node_name': node.name,
         # Who may read the run (the container runs API): the project
-        # that launched it and the node's owner.
-        'project_id': owner_project(node),
+        # it is for (ironic_bmc.ownership) and the node's owner.
+        'project_id': ownership.run_project(node),
         'node_owner': node.owner,
         'instance_uuid': node.instance_uuid,
         'image': container.image,

@@ -213,9 +213,11 @@ def prune(max_age_days, now=None):
             base = os.path.join(directory, run)
             try:
                 with open(base + '.json') as f:
-                    project = json.load(f).get('project_id')
+                    indexed = json.load(f)
             except (OSError, ValueError):
-                project = None
+                indexed = {}
+            if not isinstance(indexed, dict):
+                indexed = {}
             for path in (base + '.json', base + '.output.log',
                          base + run_store.POWER_SUFFIX,
                          base + KERNEL_PROFILE_SUFFIX):
@@ -223,7 +225,7 @@ def prune(max_age_days, now=None):
                     os.remove(path)
                 except FileNotFoundError:
                     pass
-            run_store.unindex(project, run)
+            run_store.unindex(dict(indexed, deploy_id=run))
             shutil.rmtree(base + '.results', ignore_errors=True)
             deleted += 1
     return deleted

@@ -48,26 +48,32 @@ def _safe_id(value):
             and all(c.isalnum() or c in '-_' for c in value))
 
 
+def _projects(report):
+    """The projects that list the run: the one it is for and the node's
+    owner (the runs API's policy says what each may read of it)."""
+    return {p for p in (report.get('project_id'), report.get('node_owner'))
+            if _safe_id(p)}
+
+
 def index(report):
-    """Record which project owns the run of ``report`` (idempotent)."""
-    project = report.get('project_id')
-    if not _safe_id(project):
-        return
-    path = os.path.join(_root(), PROJECTS_DIR, project, report['deploy_id'])
-    if os.path.exists(path):
-        return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + '.tmp'
-    with open(tmp, 'w') as f:
-        f.write(report['node'])
-    os.replace(tmp, path)
+    """Record which projects list the run of ``report`` (idempotent)."""
+    for project in _projects(report):
+        path = os.path.join(_root(), PROJECTS_DIR, project,
+                            report['deploy_id'])
+        if os.path.exists(path):
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + '.tmp'
+        with open(tmp, 'w') as f:
+            f.write(report['node'])
+        os.replace(tmp, path)
 
 
-def unindex(project_id, deploy_id):
-    if _safe_id(project_id):
+def unindex(report):
+    for project in _projects(report):
         try:
-            os.remove(os.path.join(_root(), PROJECTS_DIR, project_id,
-                                   deploy_id))
+            os.remove(os.path.join(_root(), PROJECTS_DIR, project,
+                                   report['deploy_id']))
         except FileNotFoundError:
             pass
 
@@ -110,8 +116,9 @@ def _newest_first(paths):
 def runs(project_id=None, node=None, instance_uuid=None, limit=50):
     """Reports of runs, newest first.
 
-    :param project_id: only the runs this project owns (read through the
-        project's index, not by reading every report).  None: every run
+    :param project_id: only the runs this project is for or whose node
+        it owns (read through the project's index, not by reading every
+        report).  None: every run
         (the operator's view).
     :param node: only the runs of this node (UUID or name: the name it
         had when the run began).
@@ -161,7 +168,8 @@ def runs(project_id=None, node=None, instance_uuid=None, limit=50):
         report = _read(path)
         if report is None:
             continue
-        if project_id is not None and report.get('project_id') != project_id:
+        if project_id is not None and project_id not in (
+                report.get('project_id'), report.get('node_owner')):
             continue
         if instance_uuid and report.get('instance_uuid') != instance_uuid:
             continue

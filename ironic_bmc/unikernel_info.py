@@ -29,7 +29,7 @@ from ironic.common.i18n import _
 from ironic.conf import CONF
 
 from bmc_common import protocol
-from ironic_bmc import report as run_report
+from ironic_bmc import ownership
 
 #: instance_info keys that need the agent (or a container), refused.
 AGENT_KEYS = ('kernel', 'ramdisk', 'kernel_modules', 'configdrive')
@@ -63,14 +63,9 @@ def parse(node):
     :raises: InvalidParameterValue naming the key and the reason.
     """
     info = node.instance_info or {}
-    project = run_report.owner_project(node)
-    if project:
-        raise exception.InvalidParameterValue(
-            _('The unikernel deploy interface is operator-only; node '
-              '%(node)s is deployed for project %(project)s. Give the '
-              'tenant the container deploy interface, or deploy the '
-              'unikernel as the operator on a node without a lessee.')
-            % {'node': node.uuid, 'project': project})
+    ownership.require_operator(
+        node, _('The unikernel deploy interface (a tenant gets the '
+                'container deploy interface)'))
     needs_agent = sorted(k for k in info
                          if k.startswith('container_') or k in AGENT_KEYS)
     if needs_agent:

@@ -73,6 +73,14 @@ def _not_found(deploy_id):
     return ApiError(404, 'Run %s not found.' % deploy_id)
 
 
+def _data_refused(deploy_id):
+    """The caller reads the run's report but not its output and result
+    files (the node's owner, of a run of its lessee's)."""
+    return ApiError(403, 'The output and result files of run %s are the '
+                         'project\'s the run is for; this token reads its '
+                         'report only.' % deploy_id)
+
+
 def _json(data, status=200):
     return webob.Response(json=data, status=status, charset='utf-8')
 
@@ -190,6 +198,12 @@ class RunsAPI:
         if policy.allowed(policy.RUN_LIST_ALL, context):
             found = run_store.runs(node=node, instance_uuid=instance,
                                    limit=limit)
+        elif not context.project_id:
+            # (Not reached with the default rules: a token with neither
+            # system nor project scope matches none.)
+            raise ApiError(403, 'Listing runs needs a project- or '
+                                'system-scoped token; this one has '
+                                'neither.')
         else:
             found = run_store.runs(project_id=context.project_id, node=node,
                                    instance_uuid=instance, limit=limit)
@@ -207,7 +221,7 @@ class RunsAPI:
 
     def output(self, context, run):
         if not policy.allowed(policy.RUN_OUTPUT, context, run):
-            raise _not_found(run['deploy_id'])
+            raise _data_refused(run['deploy_id'])
         path = run_files.output_file(run['node'], run['deploy_id'])
         headers = {'X-Run-State': str(run.get('state'))}
         if run.get('state') in run_report.FINAL_STATES and os.path.exists(
@@ -225,14 +239,14 @@ class RunsAPI:
 
     def results(self, context, run):
         if not policy.allowed(policy.RUN_RESULTS, context, run):
-            raise _not_found(run['deploy_id'])
+            raise _data_refused(run['deploy_id'])
         files, refused = views.result_files(run)
         return _json({'deploy_id': run['deploy_id'], 'results': files,
                       'refused': refused})
 
     def result(self, context, run, path):
         if not policy.allowed(policy.RUN_RESULTS, context, run):
-            raise _not_found(run['deploy_id'])
+            raise _data_refused(run['deploy_id'])
         files, refused = views.result_files(run)
         entry = next((f for f in files if f['path'] == path), None)
         if entry is None:

@@ -14,11 +14,12 @@
 
 The keys are the node's ``instance_info`` (the operator's, or a lessee
 deploying its nodes), or the properties of a Nova server (its config
-drive's ``meta``).  The group is scoped by who deploys: the nodes of one
-project (Nova's ``project_id`` or the node's lessee), or the operator's
-deploys, never both, so no one can join another project's group and be
-handed its keys; a Nova group is also scoped by the request its servers
-came from.
+drive's ``meta``).  The group is scoped by whom the run is for
+(:func:`ironic_bmc.ownership.group_scope`, never a value the deployer
+writes): the nodes of one project, or the operator's deploys, never
+both, so no one can join another project's group and be handed its
+keys; a Nova group is also scoped by the request its servers came
+from.
 """
 
 import dataclasses
@@ -31,14 +32,14 @@ from ironic.common.i18n import _
 from bmc_common import protocol
 from ironic_bmc.conf import CONF
 from ironic_bmc import image_properties
-from ironic_bmc import report as run_report
+from ironic_bmc import ownership
 
 #: The port's extra key holding the node's group-network address.
 ADDRESS_KEY = 'bmc_group_address'
 KEYS = (protocol.II_GROUP, protocol.II_GROUP_SIZE,
         protocol.II_GROUP_LAUNCHER)
 #: The scope of the operator's own deploys (no project).
-OPERATOR_SCOPE = '-'
+OPERATOR_SCOPE = ownership.OPERATOR_SCOPE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +78,7 @@ def requested(node, info):
                   '--config-drive true --property %s=...)')
                 % (image_properties.where(node, key), key))
     return _parse(info, 'instance_info/%s', present,
-                  run_report.owner_project(node) or OPERATOR_SCOPE)
+                  ownership.group_scope(node))
 
 
 def from_server(node, server):
@@ -92,8 +93,7 @@ def from_server(node, server):
     """
     meta = (server or {}).get('meta') or {}
     present = [k for k in KEYS if meta.get(k) not in (None, '')]
-    project = (node.instance_info or {}).get('project_id')
-    if not present or not project:
+    if not present or not node.instance_uuid or ownership.is_operators(node):
         return None
     if not server.get('reservation_id'):
         raise exception.InvalidParameterValue(
@@ -101,7 +101,8 @@ def from_server(node, server):
               'request the server came from (no reservation-id in its EC2 '
               'metadata), so its group cannot be told apart')
             % present[0])
-    return _parse(meta, _('server property %s'), present, project,
+    return _parse(meta, _('server property %s'), present,
+                  ownership.group_scope(node, nova=True),
                   request=server['reservation_id'])
 
 

@@ -22,9 +22,9 @@
   rank 0's exit is the job's end: the group ends, and ends well if rank
   0's command exited 0.  With ``none`` the group ends when one member
   fails, or when all have exited.
-* Undeploying one member undeploys all (:func:`undeploy_others`), but
-  for members a Nova server holds: Nova undeploys each when its server
-  is deleted.
+* Undeploying one member of a started group undeploys the others of
+  its plan (:func:`undeploy_others`), but for members a Nova server
+  holds: Nova undeploys each when its server is deleted.
 """
 
 import time
@@ -52,12 +52,10 @@ def left(task):
     group with it."""
     node = task.node
     rec = members.record(node)
-    gone = node.driver_internal_info.get(members.LEFT_KEY)
     if node.provision_state == states.DELETING:
-        key = (rec or gone or {}).get('key')
         node.del_driver_internal_info(members.LEFT_KEY)
-        if key:
-            undeploy_others(task, key)
+        if rec and rec.get('plan'):
+            undeploy_others(task, rec['key'], rec['plan'])
         return
     if not rec or node.provision_state not in (states.DEPLOYING,
                                                states.DEPLOYWAIT):
@@ -73,8 +71,16 @@ def left(task):
             barrier.wake(task.context, member.uuid)
 
 
-def undeploy_others(task, key):
+def undeploy_others(task, key, plan):
     """Ask each other member's conductor to undeploy it.
+
+    Only the members of this node's started group (its ``plan``: the
+    nodes it started with, which had this node in their plan too): a
+    node whose group never started undeploys nobody else, and a node
+    that merely has the same key (a stale record, a node that was
+    refused at the barrier) is never touched.  The members still
+    waiting at the barrier wait for another node, up to
+    ``[container]group_barrier_timeout``.
 
     Not a member that an instance (a Nova server) holds: its server's
     deletion undeploys it.  Torn down behind Nova's back, the node is
@@ -82,8 +88,12 @@ def undeploy_others(task, key):
     fails or hangs.  (Its run is ended all the same: the group ended.)
     """
     api = rpcapi.ConductorAPI()
-    for other, _rec, _gone in members.listed(task.context, key):
-        if other.uuid == task.node.uuid:
+    planned = set(plan.get('nodes') or ())
+    for other, rec, _gone in members.listed(task.context, key):
+        if other.uuid == task.node.uuid or other.uuid not in planned:
+            continue
+        if ((rec or {}).get('plan') or {}).get('id') != plan.get('id'):
+            # In the plan, but since deployed into another run.
             continue
         if other.instance_uuid:
             LOG.info('Not undeploying node %(other)s with node %(node)s '

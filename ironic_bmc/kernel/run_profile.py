@@ -31,7 +31,7 @@ from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_replies
 from ironic_bmc import image_properties
 from ironic_bmc.kernel import profile as kernel_profile
-from ironic_bmc import report as run_report
+from ironic_bmc import ownership
 from ironic_bmc import run_files
 
 SUFFIX = run_files.KERNEL_PROFILE_SUFFIX
@@ -51,14 +51,9 @@ def requested(node, info):
         raise exception.InvalidParameterValue(
             _('%s: kernel profiling is the operator\'s; an image property '
               'cannot ask for it') % where)
-    project = run_report.owner_project(node)
-    if project:
-        raise exception.InvalidParameterValue(
-            _('%(where)s: kernel profiling is the operator\'s; node '
-              '%(node)s is deployed for project %(project)s (the profile '
-              'counts everything the kernel did, not only the tenant\'s '
-              'work)') % {'where': where, 'node': node.uuid,
-                          'project': project})
+    # (The profile counts everything the kernel did, not only the
+    # tenant's work.)
+    ownership.require_operator(node, _('%s: kernel profiling') % where)
     if value not in protocol.KERNEL_PROFILES:
         raise exception.InvalidParameterValue(
             _('%(where)s: %(value)r is not one of %(known)s') % {

@@ -31,11 +31,13 @@ from ironic_bmc import run_store
 NODE = '2b2b2b2b-0000-4000-8000-000000000001'
 
 
-def _node(instance_info=None, lessee=None, owner=None):
+INSTANCE = '3c3c3c3c-0000-4000-8000-000000000001'
+
+
+def _node(instance_info=None, lessee=None, owner=None, instance=INSTANCE):
     return types.SimpleNamespace(
         uuid=NODE, name='n1', instance_info=instance_info or {},
-        lessee=lessee, owner=owner,
-        instance_uuid='3c3c3c3c-0000-4000-8000-000000000001')
+        lessee=lessee, owner=owner, instance_uuid=instance)
 
 
 _CONTAINER = types.SimpleNamespace(image='r/i:1', rootfs='ramfs', mode='job')
@@ -50,17 +52,38 @@ class RunStoreTestCase(base.TestCase):
         super().setUp()
         self.config_temp_dir('report_dir', group='container')
 
-    def test_the_launching_project_owns_the_run(self):
-        report = run_report.new(_node({'project_id': 'p1'}, lessee='p2',
-                                      owner='o'), _CONTAINER)
+    def test_the_run_is_for_the_project_ownership_names(self):
+        # Nova's project on a node an instance holds (no lessee).
+        report = run_report.new(_node({'project_id': 'p1'}, owner='o'),
+                                _CONTAINER)
         self.assertEqual('p1', report['project_id'])
         self.assertEqual('o', report['node_owner'])
-        self.assertEqual('3c3c3c3c-0000-4000-8000-000000000001',
-                         report['instance_uuid'])
-        # Without Nova, the node's lessee; without either, nobody.
-        self.assertEqual('p2', run_report.new(_node(lessee='p2'),
-                                              _CONTAINER)['project_id'])
+        self.assertEqual(INSTANCE, report['instance_uuid'])
+        # The lessee's, whatever instance_info/project_id says (a lessee
+        # admin may write it: finding 9, a run filed into a victim's
+        # list).
+        self.assertEqual('p2', run_report.new(
+            _node({'project_id': 'victim'}, lessee='p2'),
+            _CONTAINER)['project_id'])
+        # No instance: instance_info/project_id decides nothing.
+        self.assertEqual('o', run_report.new(
+            _node({'project_id': 'victim'}, owner='o', instance=None),
+            _CONTAINER)['project_id'])
+        # Without any, nobody: the operator's.
+        self.assertIsNone(run_report.new(
+            _node({'project_id': 'victim'}, instance=None),
+            _CONTAINER)['project_id'])
         self.assertIsNone(run_report.new(_node(), _CONTAINER)['project_id'])
+
+    def test_the_owner_lists_its_lessees_runs(self):
+        leased = run_report.new(_node(lessee='p1', owner='o'), _CONTAINER)
+        run_report._write(leased)
+        own = run_report.new(_node(owner='o', instance=None), _CONTAINER)
+        run_report._write(own)
+        self.assertEqual([leased['deploy_id']],
+                         [r['deploy_id'] for r in run_store.runs('p1')])
+        self.assertEqual({leased['deploy_id'], own['deploy_id']},
+                         {r['deploy_id'] for r in run_store.runs('o')})
 
     def test_written_reports_are_found_by_project_and_id(self):
         mine = run_report.new(_node({'project_id': 'p1'}), _CONTAINER)

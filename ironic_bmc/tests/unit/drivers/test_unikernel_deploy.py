@@ -135,9 +135,26 @@ class InfoTestCase(UnikernelTestCase):
         self.assertIn('has no agent', msg)
 
     def test_a_tenants_deploy_is_refused(self):
-        msg = self._refused(project_id='p1')
-        self.assertIn('operator-only', msg)
-        self.assertIn('p1', msg)
+        self.node.lessee = 'p1'
+        msg = self._refused()
+        self.assertIn('unikernel deploy interface', msg)
+        self.assertIn('is the operator\'s', msg)
+        self.assertIn('deployed for project p1 (the node\'s lessee)', msg)
+
+    def test_a_node_owners_deploy_is_refused(self):
+        # An owner is a project, not the operator: under Ironic's default
+        # file_url_allowed_paths a file:// unikernel would read other
+        # tenants' outputs from the conductor's report_dir.
+        self.node.owner = 'o1'
+        msg = self._refused(unikernel_image='file:///var/lib/ironic/x')
+        self.assertIn('deployed for project o1 (the node\'s owner)', msg)
+
+    def test_project_id_a_lessee_wrote_is_not_the_operators(self):
+        # No instance holds the node: instance_info/project_id is anyone's
+        # word and decides nothing; the lessee still makes it a project's.
+        self.node.lessee = 'attacker'
+        msg = self._refused(project_id='victim')
+        self.assertIn('project attacker', msg)
 
     def test_the_image_is_required_and_a_url(self):
         self.node.instance_info = {}

@@ -101,9 +101,11 @@ class GroupTestCase(base.ContainerDeployTestCase):
 
 class InfoTestCase(GroupTestCase):
 
-    def _requested(self, **info):
+    def _requested(self, lessee=None, owner=None, instance_uuid=None,
+                   **info):
         node = obj_utils.create_test_node(
-            self.context, uuid=uuidutils.generate_uuid(),
+            self.context, uuid=uuidutils.generate_uuid(), lessee=lessee,
+            owner=owner, instance_uuid=instance_uuid,
             instance_info=dict({'container_image': IMAGE}, **info))
         return group_info.requested(node, node.instance_info)
 
@@ -120,7 +122,40 @@ class InfoTestCase(GroupTestCase):
 
     def test_project_scope(self):
         found = self._requested(container_group='mpi',
-                                container_group_size=2, project_id='p1')
+                                container_group_size=2, lessee='p1')
+        self.assertEqual('p1/mpi', found.key)
+
+    def test_project_id_written_by_a_lessee_is_not_its_scope(self):
+        # A lessee admin may write any instance_info key: naming the
+        # victim's project does not put it in the victim's scope.
+        found = self._requested(container_group='mpi',
+                                container_group_size=2, lessee='attacker',
+                                project_id='victim',
+                                instance_uuid=uuidutils.generate_uuid())
+        self.assertEqual('attacker/mpi', found.key)
+        # Nor, on a node without lessee nor instance, the operator's: it
+        # decides nothing there.
+        found = self._requested(container_group='mpi',
+                                container_group_size=2, owner='o1',
+                                project_id='victim')
+        self.assertEqual('o1/mpi', found.key)
+
+    def test_a_node_owner_is_not_in_the_operators_scope(self):
+        found = self._requested(container_group='mpi',
+                                container_group_size=2, owner='o1')
+        self.assertEqual('o1/mpi', found.key)
+
+    def test_an_owner_lending_to_a_project_has_a_scope_of_its_own(self):
+        # The owner may lend its node to any project: its nodes group with
+        # its own nodes lent to that project, not with the project's
+        # other nodes.
+        found = self._requested(container_group='mpi',
+                                container_group_size=2, owner='o1',
+                                lessee='p1')
+        self.assertEqual('p1~o1/mpi', found.key)
+        found = self._requested(container_group='mpi',
+                                container_group_size=2, owner='p1',
+                                lessee='p1')
         self.assertEqual('p1/mpi', found.key)
 
     def test_bad_name(self):
@@ -360,14 +395,37 @@ class BarrierTestCase(GroupTestCase):
         self.assertIn('is running already on a, b', str(exc))
 
     def test_other_projects_group_is_another_group(self):
-        c = self._node('c', 2)
-        c.instance_info = dict(c.instance_info, project_id='p2')
-        c.save()
+        c = self._node('c', 2, lessee='p2')
         for node in (self.a, self.b, c):
             self._join(node)
         self.assertEqual('p2/mpi', self._rec(c)['key'])
         self._arrive(self.a)
         self.assertIsNone(self._arrive(self.b))
+
+    def test_a_lessee_naming_the_victims_project_stays_outside(self):
+        # Finding 2: the victim's group is the lessee p1's; the attacker
+        # (lessee p2) writes project_id=p1 and the group's name, and
+        # joins before the group is complete.
+        a = self._node('va', 10, lessee='p1')
+        b = self._node('vb', 11, lessee='p1')
+        evil = self._node('evil', 12, lessee='p2',
+                          instance_uuid=uuidutils.generate_uuid())
+        evil.instance_info = dict(evil.instance_info, project_id='p1')
+        evil.save()
+        self._join(a)
+        self._join(evil)
+        self.assertEqual('p2/mpi', self._rec(evil)['key'])
+        self.assertEqual(states.DEPLOYWAIT, self._arrive(a))
+        self.assertEqual(states.DEPLOYWAIT, self._arrive(evil))
+        self._join(b)
+        self.assertIsNone(self._arrive(b))
+        plan = self._rec(b)['plan']
+        # The victims' plan holds them alone: no key, name or address of
+        # theirs reached the attacker's record, nor its key theirs.
+        self.assertEqual(sorted([a.uuid, b.uuid]), sorted(plan['nodes']))
+        self.assertNotIn(self._rec(evil)['user_key'],
+                         plan['authorized_keys'])
+        self.assertNotIn('plan', self._rec(evil))
 
 
 class RunningGroupBase(GroupTestCase):
@@ -492,6 +550,37 @@ class LifecycleTestCase(RunningGroupBase):
             lifecycle.left(task)
         api.return_value.do_node_tear_down.assert_called_once_with(
             mock.ANY, self.b.uuid, topic='topic')
+
+    @mock.patch('ironic.conductor.rpcapi.ConductorAPI', autospec=True)
+    def test_undeploy_tears_down_only_this_nodes_plan(self, api):
+        # A node with the same key in its record but not in the plan (a
+        # record written to look like a member) is not torn down.
+        api.return_value.get_topic_for.return_value = 'topic'
+        intruder = self._node('c', 2)
+        self._join(intruder)
+        self.assertEqual(self._rec(self.a)['key'],
+                         self._rec(intruder)['key'])
+        with task_manager.acquire(self.context, self.a.uuid) as task:
+            task.node.provision_state = states.DELETING
+            lifecycle.left(task)
+        api.return_value.do_node_tear_down.assert_called_once_with(
+            mock.ANY, self.b.uuid, topic='topic')
+
+    @mock.patch('ironic.conductor.rpcapi.ConductorAPI', autospec=True)
+    def test_a_member_whose_group_never_started_undeploys_nobody(self,
+                                                                 api):
+        # Its barrier step failed (or it never got there): its undeploy
+        # is its own.
+        waiting = self._node('c', 2, group='other')
+        self._join(waiting)
+        d = self._node('d', 3, group='other')
+        self._join(d)
+        self._arrive(d)
+        with task_manager.acquire(self.context, waiting.uuid) as task:
+            task.node.provision_state = states.DELETING
+            lifecycle.left(task)
+        api.return_value.do_node_tear_down.assert_not_called()
+        self.assertEqual(members.STAGED, self._rec(d)['state'])
 
     @mock.patch('ironic.conductor.rpcapi.ConductorAPI', autospec=True)
     def test_undeploy_leaves_a_member_nova_holds_to_nova(self, api):

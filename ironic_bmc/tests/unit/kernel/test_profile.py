@@ -113,14 +113,16 @@ class ProfileCheckTestCase(TestCase):
                                profile.open_tar_bytes, b'not a tar' * 100)
 
 
-def node(instance_info=None, lessee=None, image_props=None):
+def node(instance_info=None, lessee=None, image_props=None, owner=None,
+         instance_uuid=None):
     internal = {}
     if image_props is not None:
         internal['bmc_image_properties'] = image_props
     return types.SimpleNamespace(uuid='1be26c0b-03f2-4d2e-ae87-c02d7f33c123',
                                  instance_info=instance_info or {},
                                  driver_internal_info=internal,
-                                 lessee=lessee)
+                                 lessee=lessee, owner=owner,
+                                 instance_uuid=instance_uuid)
 
 
 class RequestedTestCase(TestCase):
@@ -138,13 +140,19 @@ class RequestedTestCase(TestCase):
             "gcov", run_profile.requested, n, n.instance_info)
 
     def test_a_tenant_deploy_is_refused(self):
-        for n in (node({protocol.II_KERNEL_PROFILE: 'gcov',
-                        'project_id': 'p1'}),
-                  node({protocol.II_KERNEL_PROFILE: 'gcov'}, lessee='p2')):
+        gcov = {protocol.II_KERNEL_PROFILE: 'gcov'}
+        for n, project in (
+                (node(dict(gcov, project_id='p1'),
+                      instance_uuid='3c3c3c3c-0000-4000-8000-000000000001'),
+                 'p1'),
+                (node(gcov, lessee='p2'), 'p2'),
+                # The owner is a project too, not the operator.
+                (node(gcov, owner='o1'), 'o1')):
             self.assertRaisesRegex(
                 exception.InvalidParameterValue,
-                'kernel profiling is the operator\'s; node .* is deployed '
-                'for project p', run_profile.requested, n, n.instance_info)
+                'kernel profiling is the operator\'s: node .* is deployed '
+                'for project %s' % project,
+                run_profile.requested, n, n.instance_info)
 
     def test_an_image_property_is_refused(self):
         n = node(image_props={protocol.II_KERNEL_PROFILE: 'gcov'})
