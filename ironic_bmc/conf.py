@@ -140,6 +140,18 @@ opts = [
                      'priorities in [deploy]erase_devices_priority and '
                      '[deploy]erase_devices_metadata_priority always '
                      'apply.'),
+    cfg.BoolOpt('wol_project_deploys', default=False,
+                help='Let a project (a node\'s lessee or owner, or a Nova '
+                     'tenant) deploy containers on a Wake-on-LAN node '
+                     '(the container-wol hardware type).  Such a node\'s '
+                     'power-off cannot be proven: it means "the agent '
+                     'stopped answering", which a root workload can fake '
+                     'by closing the agent\'s port, and a magic packet '
+                     'cannot reset a running machine, so the previous '
+                     'tenant\'s code may answer the next boot.  Off: only '
+                     'the operator\'s own runs (a node with no lessee and '
+                     'no owner) deploy there.  Such nodes are never warm '
+                     'either way.'),
     cfg.BoolOpt('warm_kexec', default=True,
                 help='When the agent cleaning left up (fast track) may be '
                      'reused but the run boots another kernel, initrds or '

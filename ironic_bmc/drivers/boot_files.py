@@ -23,12 +23,21 @@ Resolution, first match wins:
 
 * kernel: ``instance_info/kernel``, else the Glance image's ``kernel_id``,
   else the deploy kernel;
-* ramdisk: ``instance_info/ramdisk``, else the deploy ramdisk (the agent):
-  the operator's only, never the tenant's;
+* ramdisk: ``instance_info/ramdisk`` on the operator's own nodes
+  (:mod:`ironic_bmc.ownership`), else the deploy ramdisk (the agent):
+  the operator's only, never a project's;
 * modules: ``instance_info/kernel_modules``; with the image's kernel, its
   ``ramdisk_id``; with the default kernel also
   ``driver_info/container_kernel_modules``, else
   ``[container]default_kernel_modules``.
+
+Cleaning boots the agent with the operator's files only
+(``agent_only``): driver_info's or ``[conductor]``'s deploy kernel and
+ramdisk and the default modules, whatever ``instance_info`` says (a
+lessee may write it while the node is AVAILABLE, then ask for cleaning;
+that agent would be left up, warm, for the next tenant's deploy).  A
+deploy for a project may not name the agent ramdisk nor a ``file://``
+boot file (a file on the conductor): :func:`validate` refuses both.
 """
 
 import os
@@ -51,6 +60,7 @@ from oslo_log import log
 import tenacity
 
 from ironic_bmc import image_properties
+from ironic_bmc import ownership
 
 LOG = log.getLogger(__name__)
 
@@ -70,17 +80,23 @@ ARTIFACT_DIR_KEY = 'bmc_artifact_token_dir'
 _OLD_ARTIFACT_DIR_KEY = 'bmc_artifact_dir'
 
 
-def boot_images(task):
-    """{label: (href, path under the HTTP root)} for this deploy."""
+def boot_images(task, agent_only=False):
+    """{label: (href, path under the HTTP root)} for this deploy.
+
+    :param agent_only: the operator's agent files only (cleaning), see
+        the module's docstring.
+    """
     node = task.node
     # The kernel and its modules may come from the Glance image (kernel_id,
     # ramdisk_id); the agent ramdisk is the operator's, always.
-    ii = image_properties.effective(node)
+    ii = {} if agent_only else image_properties.effective(node)
     agent = driver_utils.get_agent_kernel_ramdisk(node)
+    ramdisk = None
+    if not agent_only and ownership.is_operators(node):
+        ramdisk = node.instance_info.get('ramdisk')
     hrefs = {
         LABEL_KERNEL: ii.get('kernel') or agent.get('deploy_kernel'),
-        LABEL_RAMDISK: (node.instance_info.get('ramdisk')
-                        or agent.get('deploy_ramdisk')),
+        LABEL_RAMDISK: ramdisk or agent.get('deploy_ramdisk'),
     }
     modules = ii.get('kernel_modules')
     if (image_properties.from_image(node, 'kernel_modules')
@@ -110,6 +126,7 @@ def validate(task):
               'node %(node)s uses boot interface %(boot)s. Set '
               '--boot-interface ipxe.') % {'node': task.node.uuid,
                                            'boot': task.node.boot_interface})
+    _operator_only_files(task.node)
     images = boot_images(task)
     missing = [label for label, (href, _path) in images.items() if not href]
     if missing:
@@ -145,6 +162,28 @@ def validate(task):
             image_properties.check_boot_image(task.node, key, info)
 
 
+def _operator_only_files(node):
+    """Refuse what only the operator may boot on a project's node: the
+    agent ramdisk (its agent receives the deploy's image, configdrive and
+    group keys, and stays up warm for the next tenant) and files of the
+    conductor's own file system (``file://``)."""
+    if ownership.is_operators(node):
+        return
+    ii = image_properties.effective(node)
+    if (node.instance_info or {}).get('ramdisk'):
+        ownership.require_operator(node, _(
+            'instance_info/ramdisk: the agent ramdisk (a project\'s run '
+            'boots driver_info/deploy_ramdisk; remove the key)'))
+    for key in ('kernel', 'kernel_modules'):
+        href = ii.get(key)
+        if isinstance(href, str) and href.strip().lower().startswith(
+                'file:'):
+            ownership.require_operator(node, _(
+                '%(where)s: a file:// boot file (a file on the conductor); '
+                'name an http(s) URL or a Glance image') % {
+                    'where': image_properties.where(node, key)})
+
+
 _CACHE_TURN = threading.Lock()
 
 
@@ -168,8 +207,11 @@ def cache_boot_files(task, images):
         pxe_utils.cache_ramdisk_kernel(task, images, ipxe_enabled=True)
 
 
-def prepare(task, ramdisk_params, extra_kernel_args=(), pxe_boot=True):
+def prepare(task, ramdisk_params, extra_kernel_args=(), pxe_boot=True,
+            agent_only=False):
     """Stage the boot files and the iPXE script; set PXE boot.
+
+    ``agent_only``: the operator's agent files only (cleaning).
 
     ``extra_kernel_args`` (e.g. boot-time tunables) are appended to the
     kernel command line.  ``pxe_boot=False``: the boot device is left as
@@ -181,7 +223,7 @@ def prepare(task, ramdisk_params, extra_kernel_args=(), pxe_boot=True):
     """
     node = task.node
     ipxe_dhcp(task)
-    images = boot_images(task)
+    images = boot_images(task, agent_only=agent_only)
     options = pxe_utils.build_pxe_config_options(
         task, images, ipxe_enabled=True, ramdisk_params=ramdisk_params)
     if extra_kernel_args:

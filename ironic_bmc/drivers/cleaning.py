@@ -38,7 +38,7 @@ class WarmCleaningMixin:
         fast track, the next deploy may reuse that agent."""
         if not manager_utils.is_fast_track(task):
             boot_files.prepare(task, deploy_utils.build_agent_options(
-                task.node))
+                task.node), agent_only=True)
             warm.booting_for_cleaning(task)
         result = deploy_utils.prepare_inband_cleaning(task,
                                                       manage_boot=False)

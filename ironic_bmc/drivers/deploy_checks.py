@@ -33,6 +33,28 @@ from ironic_bmc.drivers import configdrive
 from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import tuning
 from ironic_bmc import image_properties
+from ironic_bmc import ownership
+from ironic_bmc.drivers import wol_power
+
+def _check_wake_on_lan(task):
+    """A project's deploy on a node whose power-off cannot be proven is
+    the operator's choice (``[container]wol_project_deploys``)."""
+    node = task.node
+    if (not isinstance(task.driver.power, wol_power.WakeOnLanPower)
+            or CONF.container.wol_project_deploys
+            or ownership.is_operators(node)):
+        return
+    raise exception.InvalidParameterValue(
+        _('Node %(node)s powers off through its agent (Wake-on-LAN, power '
+          'interface %(power)s): a workload can keep the machine running '
+          'while it looks off, and the next boot of the node could be '
+          'answered by it.  It is deployed for project %(project)s '
+          '(%(why)s), and conductor %(host)s lets only the operator\'s '
+          'own runs deploy there ([container]wol_project_deploys is '
+          'false).') % {'node': node.uuid, 'power': node.power_interface,
+                         'project': ownership.run_project(node),
+                         'why': ownership.source(node), 'host': CONF.host})
+
 
 #: Network interfaces that leave the agent reachable while the workload
 #: runs (no switch to a tenant network).
@@ -83,6 +105,7 @@ def validate(task):
                 'host': CONF.host,
                 'verity': CONF.container.rootfs_verity,
                 'fmt': CONF.container.rootfs_format})
+    _check_wake_on_lan(task)
     task.driver.boot.validate(task)
     boot_files.validate(task)
     rootfs.check_known_size(node, container)

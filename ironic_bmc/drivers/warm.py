@@ -26,7 +26,10 @@ staging and start of the workload, when it is safe and the same:
   never ran on that boot: every deploy consumes the mark (warm or cold),
   and the mark is only made again by a cleaning that rebooted the node.
   A pre-generated token (virtual media) survives power actions: such a
-  node is never warm.
+  node is never warm; nor is a Wake-on-LAN node, whose power-off is the
+  agent's word (:func:`power_proven`).  Cleaning boots the operator's
+  agent files only (``boot_files.boot_images(agent_only=True)``), so the
+  agent a mark binds is always the operator's.
 * **The same**: the run's kernel, agent ramdisk, modules initrd and
   boot-time kernel arguments are those the agent was booted with.  When
   they differ, the safe agent kexecs into the run's (:mod:`kexec_boot`).
@@ -47,6 +50,7 @@ from ironic_bmc.conf import CONF
 
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import boot_report
+from ironic_bmc.drivers import wol_power
 
 LOG = log.getLogger(__name__)
 
@@ -77,7 +81,8 @@ def booting_for_cleaning(task):
     """Cleaning reboots the node into the agent with these boot files."""
     node = task.node
     node.set_driver_internal_info(KEY, {
-        'boot': boot_identity(boot_files.boot_images(task)),
+        'boot': boot_identity(boot_files.boot_images(task,
+                                                     agent_only=True)),
         'booted_at': round(time.time(), 3),
     })
 
@@ -91,7 +96,8 @@ def bind(task):
     digest = _token_digest(node)
     if (not mark or not digest
             or node.driver_internal_info.get(
-                'agent_secret_token_pregenerated')):
+                'agent_secret_token_pregenerated')
+            or not power_proven(task)):
         node.del_driver_internal_info(KEY)
         return
     if mark.get('token_sha256') not in (None, digest):
@@ -100,6 +106,14 @@ def bind(task):
         return
     mark['token_sha256'] = digest
     node.set_driver_internal_info(KEY, mark)
+
+
+def power_proven(task):
+    """Whether a power-off of the node is the BMC's word.  A Wake-on-LAN
+    node's "off" means its agent stopped answering, which a workload can
+    fake: the agent that answers next may be the previous run's code, so
+    such a node is never warm."""
+    return not isinstance(task.driver.power, wol_power.WakeOnLanPower)
 
 
 def forget(node):
@@ -134,6 +148,9 @@ def claim(task, wanted):
     mark = node.del_driver_internal_info(KEY)
     if not ironic_utils.fast_track_enabled(node):
         return Claim(COLD, reason='fast track is off')
+    if not power_proven(task):
+        return Claim(COLD, reason='a Wake-on-LAN node is never warm (its '
+                                  'power-off cannot be proven)')
     if not mark or not mark.get('token_sha256'):
         return Claim(COLD, reason='no agent booted by cleaning')
     if mark['token_sha256'] != _token_digest(node):
@@ -158,7 +175,7 @@ def may_be_warm(task):
     fast track usable (no power-off then; ``claim`` decides)."""
     node = task.node
     mark = node.driver_internal_info.get(KEY) or {}
-    return bool(mark.get('token_sha256')
+    return bool(power_proven(task) and mark.get('token_sha256')
                 and mark['token_sha256'] == _token_digest(node)
                 and node.power_state == states.POWER_ON
                 and manager_utils.fast_track_able(task))
