@@ -24,8 +24,11 @@ left out, and nothing is ever followed.
 Bounded: the image is read through ``seek``/``read`` (never whole), each
 extent must lie inside it, a directory extent is read once (no loops),
 the tree is at most :data:`MAX_DEPTH` deep and :data:`MAX_FILES` entries
-large, and its files together hold at most the image's size (many
-entries naming one big extent are refused).
+large, its directories together at most :data:`MAX_TOTAL_DIR_BYTES`
+(many directories naming overlapping big extents are refused), a
+directory holds one ``.`` and one ``..`` record, and its files together
+hold at most the image's size (many entries naming one big extent are
+refused).
 
 Standard library only (the agent ramdisk installs this package alone).
 """
@@ -44,6 +47,16 @@ MAX_FILES = 1024
 MAX_DEPTH = 16
 #: Bytes of one directory's records.
 MAX_DIR_BYTES = 1024 * 1024
+#: Bytes of directory records read for the whole tree, every directory
+#: extent and Rock Ridge continuation area counted each time it is read
+#: (directories may name overlapping extents, each read whole).  Walking
+#: records costs about 16 ms of CPU per MiB (1024 directories naming
+#: overlapping 1 MiB extents took 16 s), so this bounds any tree to well
+#: under a second.  An honest drive is far below: Nova's has a score of
+#: directories of one 2 KiB sector each (about 40 KiB), and even 1024
+#: directories (MAX_FILES) with 200-character names, one sector each as
+#: genisoimage and pycdlib write them, read about 2.5 MiB.
+MAX_TOTAL_DIR_BYTES = 4 * 1024 * 1024
 #: Bytes of meta_data.json read for its public keys.
 MAX_META_DATA = 1024 * 1024
 #: Public keys taken from meta_data.json, and bytes of one.
@@ -87,6 +100,7 @@ class Image:
         self.f = fileobj
         self.size = size
         self.label = None
+        self._dir_bytes_left = MAX_TOTAL_DIR_BYTES
         self._pvd_root = None
         self._joliet_root = None
         self._read_descriptors()
@@ -150,6 +164,7 @@ class Image:
         found = []
         seen = set()
         budget = [self.size]
+        self._dir_bytes_left = MAX_TOTAL_DIR_BYTES
         self._walk(root, '', 0, names, found, seen, budget)
         return found
 
@@ -164,10 +179,20 @@ class Image:
         su = first[34:dot_len]
         return su[:2] == b'SP' and su[4:6] == b'\xbe\xef'
 
+    def _spend_dir_bytes(self, length):
+        self._dir_bytes_left -= length
+        if self._dir_bytes_left < 0:
+            raise ConfigDriveError('its directories hold more than %d bytes '
+                                   'of records together (directory '
+                                   'extents and Rock Ridge continuation '
+                                   'areas, each counted every time it is '
+                                   'read)' % MAX_TOTAL_DIR_BYTES)
+
     def _records(self, location, length):
         if length > MAX_DIR_BYTES:
             raise ConfigDriveError('a directory of %d bytes (at most %d)'
                                    % (length, MAX_DIR_BYTES))
+        self._spend_dir_bytes(length)
         data = self._read(location * SECTOR, length)
         pos = 0
         while pos < length:
@@ -191,6 +216,7 @@ class Image:
                                    % (path or '/'))
         seen.add(location)
         in_dir = set()
+        dots = set()
         for rec in self._records(location, length):
             name_len = rec[32]
             ident = rec[33:33 + name_len]
@@ -198,7 +224,12 @@ class Image:
                 raise ConfigDriveError('a directory record of %s whose name '
                                        'runs past it' % (path or '/'))
             if ident in (b'\x00', b'\x01'):
-                continue    # . and ..
+                # . and .. (once each: not entries, but not free either)
+                if ident in dots:
+                    raise ConfigDriveError('directory %s has more than one '
+                                           '. or .. record' % (path or '/'))
+                dots.add(ident)
+                continue
             flags = rec[25]
             if rec[1] or rec[26] or rec[27]:
                 raise ConfigDriveError('%s: extended attributes or '
@@ -305,6 +336,7 @@ class Image:
             su = b''
             if next_area and hops < _MAX_CE and next_area[1] <= SECTOR:
                 hops += 1
+                self._spend_dir_bytes(next_area[1])
                 su = self._read(*next_area)
         if name:
             out['name'] = name

@@ -232,14 +232,16 @@ REPORT_FIELDS = (
     ReportField('node', 'string', 'The node\'s UUID.'),
     ReportField('node_name', 'string or null', 'The node\'s name.'),
     ReportField('project_id', 'string or null',
-                'The project the run belongs to: the one that launched '
-                'the instance (``instance_info/project_id``, which Nova '
-                'sets), else the node\'s lessee; null for an operator\'s '
-                'run.  Its readers read the run through the container '
-                'runs API.'),
+                'The project the run is for: the node\'s lessee, else '
+                'the project of the Nova instance holding a node without '
+                'a lessee, else the node\'s owner; null for the '
+                'operator\'s own run (ironic_bmc.ownership).  Its readers '
+                'read the run, its output and its result files through '
+                'the container runs API.'),
     ReportField('node_owner', 'string or null',
                 'The node\'s owner project when the run began; its '
-                'readers read the run too.'),
+                'readers read the report too (not the output nor the '
+                'result files of another project\'s run).'),
     ReportField('instance_uuid', 'string or null',
                 'The instance (Nova server) of the run.'),
     ReportField('created', 'epoch seconds', 'When the run began.'),

@@ -18,7 +18,11 @@ base64-encoded ISO 9660 image, a JSON object Ironic turns into one
 (``configdrive_utils.get_configdrive_image``, which needs genisoimage,
 mkisofs or xorrisofs on the conductor host), or, with
 ``[deploy]configdrive_use_object_store``, the Swift temporary URL Ironic
-uploaded it to.  Its bytes are the tenant's, so they are read with bounds
+uploaded it to.  Only that URL is fetched: whoever may patch
+``instance_info`` could put any URL there, and the conductor would reach
+a host of their choosing (and say in ``last_error`` whether it answered),
+so a URL that is not Swift's for this node's object is refused before
+any request.  Its bytes are the tenant's, so they are read with bounds
 (``[container]configdrive_max_kb`` on the text, the download and what
 the gzip stream unpacks to) and checked by the reader the agent uses
 (:mod:`bmc_common.configdrive`): an ISO 9660 image labelled ``config-2``
@@ -40,10 +44,13 @@ import hashlib
 import os
 import re
 import tempfile
+from urllib import parse as urlparse
 import zlib
 
 from ironic.common import exception
 from ironic.common.i18n import _
+from ironic.common import keystone
+from ironic.common import swift
 from ironic.conductor import configdrive_utils
 from oslo_log import log
 from oslo_utils import strutils
@@ -140,8 +147,61 @@ def _text(node):
     return value
 
 
-def _fetch(url):
-    """The text at a configdrive URL, bounded."""
+def _not_stored_by_ironic():
+    # One message whatever the URL names: nothing is fetched, so nothing
+    # of a host or port the URL names can show in last_error.
+    return Refused(
+        _('%(label)s is a URL that is not the configdrive Ironic stored '
+          'for this node (the Swift temporary URL of object '
+          'configdrive-<node UUID> that [deploy]'
+          'configdrive_use_object_store makes): refused, not fetched')
+        % {'label': LABEL})
+
+
+def _check_stored_by_ironic(node, url):
+    """Refuse ``url`` unless it is the Swift temporary URL Ironic makes
+    for ``node``'s configdrive, before any request to it.
+
+    Ironic (``deployments._store_configdrive``, ``SwiftAPI.get_temp_url``)
+    uploads the drive as object ``configdrive-<node UUID>`` of container
+    ``[conductor]configdrive_swift_container`` and stores Swift's endpoint
+    (scheme, host and port) with the path ``<endpoint path>/<container>/
+    <object>`` and the ``temp_url_*`` query of the signature.  The same
+    are recomputed here and must match exactly.
+    """
+    parts = urlparse.urlsplit(url)
+    try:
+        # As SwiftAPI.get_temp_url parses it (urlparse: without ;params).
+        endpoint = urlparse.urlparse(keystone.get_endpoint(
+            'swift', session=swift.get_swift_session()))
+    except Exception as exc:
+        LOG.warning('Node %(node)s: cannot find Swift\'s endpoint to check '
+                    'its configdrive URL against: %(err)s',
+                    {'node': node.uuid, 'err': exc})
+        raise Refused(
+            _('%s is a URL, and the conductor cannot find Swift\'s '
+              'endpoint to check that it is the configdrive Ironic stored '
+              'for this node: refused, not fetched') % LABEL) from None
+    path = '/'.join((endpoint.path,
+                     CONF.conductor.configdrive_swift_container,
+                     'configdrive-%s' % node.uuid))
+    try:
+        query = urlparse.parse_qsl(parts.query, keep_blank_values=True,
+                                   strict_parsing=bool(parts.query))
+    except ValueError:
+        query = None
+    if ((parts.scheme, parts.netloc, parts.path)
+            != (endpoint.scheme, endpoint.netloc, path)
+            # (urlsplit drops tabs and newlines; requests may not)
+            or any(c <= ' ' or c == '\x7f' for c in url)
+            or parts.fragment or query is None
+            or not all(key.startswith('temp_url_') for key, _v in query)):
+        raise _not_stored_by_ironic()
+
+
+def _fetch(node, url):
+    """The text at a configdrive URL, bounded: only the Swift temporary
+    URL Ironic stored for ``node``."""
     if not CONF.deploy.configdrive_use_object_store:
         # Ironic puts a URL there itself only when it uploaded the
         # drive; any other URL names a host for the conductor to reach.
@@ -150,6 +210,7 @@ def _fetch(url):
                            '[deploy]configdrive_use_object_store'))
     if not url.startswith(('http://', 'https://')):
         raise _malformed(_('a URL that is not http(s)'))
+    _check_stored_by_ironic(node, url)
     limit = _encoded_max()
     try:
         with requests.get(url, stream=True, timeout=FETCH_TIMEOUT,
@@ -250,7 +311,7 @@ def read(node):
     if text is None:
         return None
     if '://' in text[:16]:
-        encoded = _fetch(text)
+        encoded = _fetch(node, text)
     elif len(text) > _encoded_max():
         raise _too_large(_('%s of base64 text') % _mib(len(text)))
     else:

@@ -29,9 +29,11 @@ lz4 stream, each cpio archive starting 4-byte aligned in it.
 A compressed part may be the tenant's (the modules initrd of a kernel
 named by a Glance image), and unpacking it is the conductor's work now,
 not the node's: a part that unpacks past :data:`MAX_RATIO` times its
-size is refused (a decompression bomb would hold a conductor worker and
-the node's lock).  The deploy then boots the node through its firmware,
-whose kernel unpacks the files itself.
+size is refused, and so are parts that unpack past :data:`MAX_UNPACKED`
+bytes together (a decompression bomb would hold a conductor worker and
+the node's lock; the ratio alone lets a 1 GiB part unpack to 50 GiB).
+The deploy then boots the node through its firmware, whose kernel
+unpacks the files itself.
 """
 
 import gzip
@@ -54,6 +56,14 @@ MAX_RATIO = 50
 #: ... but any part may unpack to this much (a small part's ratio says
 #: little, and 64 MiB cost the conductor nothing).
 MIN_LIMIT = 64 << 20
+#: The most all parts together (plain ones too) may unpack to, whatever
+#: their ratio: lz4 packs about 90 MB a second (above), so this bounds
+#: the work under the node's lock to about a minute, where the ratio
+#: alone allowed 50 GiB for a 1 GiB part.  An honest pack is far below:
+#: the agent ramdisk unpacks to about 230 MB and a kernel's modules to a
+#: few hundred MB, and the kexec'd kernel must hold all of it in the
+#: node's RAM before ``/init``.
+MAX_UNPACKED = 4 << 30
 
 
 class PackError(exception.IronicException):
@@ -134,8 +144,9 @@ def pack(paths, out):
     """Write the initrds ``paths``, in order, as one lz4 archive ``out``.
 
     :returns: the bytes of the cpio stream packed (unpacked size).
-    :raises: PackError (a part that is not cpio, gzip or zstd; lz4
-        missing or failing).
+    :raises: PackError (a part that is not cpio, gzip or zstd; parts
+        that unpack past :data:`MAX_UNPACKED` bytes together; lz4 missing
+        or failing).
     """
     try:
         proc = subprocess.Popen([*LZ4, '-', out],  # noqa: S603
@@ -150,9 +161,19 @@ def pack(paths, out):
             pad = -written % 4
             proc.stdin.write(b'\0' * pad)
             written += pad
-            for chunk in unpacked(path):
-                proc.stdin.write(chunk)
-                written += len(chunk)
+            chunks = unpacked(path)
+            try:
+                for chunk in chunks:
+                    written += len(chunk)
+                    if written > MAX_UNPACKED:
+                        raise PackError(reason=_(
+                            'the initrds unpack to more than %(limit)d '
+                            'bytes together (past it in %(path)s): '
+                            'refused') % {'limit': MAX_UNPACKED,
+                                          'path': path})
+                    proc.stdin.write(chunk)
+            finally:
+                chunks.close()      # (a zstd part's process ends)
     except BrokenPipeError:
         pass        # lz4 died: its exit status and message tell why
     except BaseException:

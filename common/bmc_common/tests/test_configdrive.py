@@ -154,6 +154,82 @@ def test_files_sharing_one_big_extent_refused():
         check(bytes(data))
 
 
+def _set_extent(data, rec, location, length):
+    """Point the directory record at ``rec`` at ``length`` bytes from
+    sector ``location`` (both byte orders, as ISO 9660 keeps them)."""
+    data[rec + 2:rec + 10] = (location.to_bytes(4, 'little')
+                              + location.to_bytes(4, 'big'))
+    data[rec + 10:rec + 18] = (length.to_bytes(4, 'little')
+                               + length.to_bytes(4, 'big'))
+
+
+def test_directories_naming_overlapping_big_extents_refused():
+    """Each directory extent is read once, but 64 directories naming
+    overlapping 512 KiB extents (sector n, n+1, ...) of one big file
+    would have the walk read 32 MiB of records: refused once the tree's
+    directories pass MAX_TOTAL_DIR_BYTES together."""
+    import pycdlib
+    iso = pycdlib.PyCdlib()
+    iso.new(vol_ident='config-2')
+    big = b'\0' * (1024 * 1024)
+    iso.add_fp(io.BytesIO(big), len(big), '/BIG.;1')
+    for i in range(64):
+        iso.add_directory('/D%04d' % i)
+    out = io.BytesIO()
+    iso.write_fp(out)
+    data = bytearray(out.getvalue())
+    extent = int.from_bytes(
+        data[_record(data, b'BIG.;1') + 2:_record(data, b'BIG.;1') + 6],
+        'little')
+    for i in range(64):
+        _set_extent(data, _record(data, b'D%04d' % i), extent + i,
+                    512 * 1024)
+    with pytest.raises(cd.ConfigDriveError,
+                       match='its directories hold more than 4194304 '
+                             'bytes of records together'):
+        check(bytes(data))
+    # Fewer of them fit (each extent is still read whole, overlapping).
+    data = bytearray(out.getvalue())
+    for i in range(4):
+        _set_extent(data, _record(data, b'D%04d' % i), extent + i,
+                    512 * 1024)
+    _image, entries = check(bytes(data))
+    assert len(entries) == 65
+    # An honest drive is far below the bound.
+    _image, entries = check(isos.config_drive())
+    assert files_of(entries) == FILES
+
+
+def test_an_honest_tree_of_max_files_directories_fits():
+    """MAX_FILES directories with long names, as pycdlib lays them out
+    (one sector each), fit in MAX_TOTAL_DIR_BYTES in either tree."""
+    import pycdlib
+    iso = pycdlib.PyCdlib()
+    iso.new(vol_ident='config-2', joliet=3, rock_ridge='1.09')
+    for i in range(cd.MAX_FILES):
+        iso.add_directory('/D%04d' % i, joliet_path='/%s%04d' % ('j' * 60, i),
+                          rr_name='%s%04d' % ('r' * 200, i))
+    out = io.BytesIO()
+    iso.write_fp(out)
+    image, entries = check(out.getvalue())
+    assert len(entries) == cd.MAX_FILES
+    image._joliet_root = None
+    assert len(image.entries()) == cd.MAX_FILES
+
+
+def test_more_than_one_dot_record_refused():
+    """A directory's . and .. records are not entries, so they are not
+    counted: one of each, or the walk could spend its time on them."""
+    data = bytearray(isos.build({'a/b': b'x'}, joliet=False,
+                                rock_ridge=False))
+    rec = _record(data, b'F002.;1')
+    data[rec + 32:rec + 34] = b'\x01\x00'     # a third record named "."
+    with pytest.raises(cd.ConfigDriveError,
+                       match=r'directory D001 has more than one \. or \.\. '
+                             r'record'):
+        check(bytes(data))
+
+
 def test_name_with_a_slash_refused():
     data = bytearray(isos.build({'a': b'x'}, joliet=False, rock_ridge=False))
     rec = _record(data, b'F001.;1')

@@ -20,12 +20,15 @@ import os
 from unittest import mock
 
 from ironic.common import exception
+from ironic.common import keystone
 from ironic.common import states
+from ironic.common import swift
 from ironic.conductor import task_manager
 from ironic.conf import CONF
 from ironic import objects
 from ironic.drivers.modules import agent_base
 from ironic.tests.unit.objects import utils as obj_utils
+from openstack.object_store.v1 import _proxy as object_store
 from oslo_utils import strutils
 from oslo_utils import uuidutils
 
@@ -123,21 +126,99 @@ class ReadTestCase(base.ContainerDeployTestCase):
         url = 'http://169.254.169.254/latest'
         self.assertIn('only the Swift URL Ironic makes', self._refused(url))
 
+    def _swift(self):
+        """Swift's endpoint, as Ironic finds it, and the temporary URL
+        Ironic stores for this node's configdrive (made by Ironic's
+        SwiftAPI.get_temp_url and openstacksdk, as
+        deployments._store_configdrive calls it)."""
+        self.config(configdrive_use_object_store=True, group='deploy')
+        mocks = []
+        for patch in (mock.patch.object(swift, 'get_swift_session',
+                                        autospec=True),
+                      mock.patch.object(keystone, 'get_endpoint',
+                                        autospec=True)):
+            mocks.append(patch.start())
+            self.addCleanup(patch.stop)
+        session, endpoint = mocks
+        endpoint.return_value = 'https://swift.example:8080/v1/AUTH_p'
+        sdk = mock.Mock(spec=object_store.Proxy)
+        sdk._check_temp_url_key.side_effect = (
+            lambda temp_url_key: temp_url_key)
+        api = mock.Mock(spec=swift.SwiftAPI)
+        api.get_temp_url_key.return_value = b'secret'
+        api.generate_temp_url.side_effect = (
+            lambda path, timeout, method, temp_url_key:
+            object_store.Proxy.generate_temp_url(
+                sdk, path, timeout, method, temp_url_key=temp_url_key))
+        url = swift.SwiftAPI.get_temp_url(
+            api, 'ironic_configdrive_container',
+            'configdrive-%s' % self.node.uuid, 1800)
+        self.assertTrue(url.startswith(
+            'https://swift.example:8080/v1/AUTH_p/'
+            'ironic_configdrive_container/configdrive-%s?temp_url_sig='
+            % self.node.uuid), url)
+        endpoint.reset_mock()
+        session.reset_mock()
+        return url, endpoint, session
+
     @mock.patch.object(configdrive.requests, 'get', autospec=True)
     def test_url_read_bounded(self, mock_get):
-        self.config(configdrive_use_object_store=True, group='deploy')
+        url, endpoint, session = self._swift()
         resp = mock_get.return_value.__enter__.return_value
         resp.iter_content.return_value = [isos.encode(ISO).encode()]
-        drive = self._read('https://swift/v1/c/configdrive-x?temp_url_sig=1')
+        drive = self._read(url)
         drive.discard()
         self.assertEqual(len(ISO), drive.size)
         mock_get.assert_called_once_with(
-            'https://swift/v1/c/configdrive-x?temp_url_sig=1', stream=True,
-            timeout=60, allow_redirects=False)
+            url, stream=True, timeout=60, allow_redirects=False)
+        endpoint.assert_called_with('swift', session=session.return_value)
         self.config(configdrive_max_kb=1, group='container')
         resp.iter_content.return_value = iter([b'A' * 1024] * 10)
         self.assertIn('more than [container]configdrive_max_kb (1 KiB)',
-                      self._refused('https://swift/v1/c/x'))
+                      self._refused(url))
+
+    @mock.patch.object(configdrive.requests, 'get', autospec=True)
+    def test_url_ironic_did_not_store_refused_before_any_request(
+            self, mock_get):
+        """A lessee may patch instance_info/configdrive to any URL: only
+        the one Ironic stores for this node (Swift's endpoint, container
+        [conductor]configdrive_swift_container, object
+        configdrive-<node UUID>) is fetched; any other is refused with
+        one message, whatever it names, and no request is made."""
+        url, _endpoint, _session = self._swift()
+        path = url.split('?')[0][len('https://swift.example:8080'):]
+        other = uuidutils.generate_uuid()
+        for foreign in (
+                'http://169.254.169.254:80' + path,
+                'https://10.0.0.1:22' + path,
+                'https://swift.example:8081' + path,
+                'http://swift.example:8080' + path,
+                'https://user@swift.example:8080' + path,
+                url.replace(self.node.uuid, other),
+                url.replace('ironic_configdrive_container', 'c'),
+                url.replace('/v1/AUTH_p/', '/v1/AUTH_q/'),
+                url.replace('?', '/x?'),
+                url.replace('?', ';x?'),
+                url + '#x',
+                url + '&multipart-manifest=get',
+                url.replace('https://swift.example',
+                            'https://swift.example\n')):
+            message = self._refused(foreign)
+            self.assertEqual(
+                'instance_info/configdrive is a URL that is not the '
+                'configdrive Ironic stored for this node (the Swift '
+                'temporary URL of object configdrive-<node UUID> that '
+                '[deploy]configdrive_use_object_store makes): refused, '
+                'not fetched', message, foreign)
+        mock_get.assert_not_called()
+
+    @mock.patch.object(configdrive.requests, 'get', autospec=True)
+    def test_url_refused_without_swifts_endpoint(self, mock_get):
+        url, endpoint, _session = self._swift()
+        endpoint.side_effect = exception.CatalogNotFound(
+            service_type='object-store', endpoint_type='internal')
+        self.assertIn("cannot find Swift's endpoint", self._refused(url))
+        mock_get.assert_not_called()
 
 
 class PrepareTestCase(base.ContainerDeployTestCase):

@@ -95,6 +95,29 @@ class PackTest(unittest.TestCase):
                 initrd_pack.pack([self._file('a', b'070701a'), path],
                                  os.path.join(self.dir, 'packed'))
 
+    @mock.patch.object(initrd_pack, 'MAX_UNPACKED', 1 << 20)
+    def test_parts_past_the_absolute_bound_are_refused(self):
+        # Each part well within MAX_RATIO (and MIN_LIMIT), but together
+        # past MAX_UNPACKED (patched down from 4 GiB to 1 MiB).
+        ramdisk = self._file('ramdisk', b'070701' + b'r' * (600 << 10))
+        modules = self._file('modules.gz', gzip.compress(
+            b'070701' + os.urandom(600 << 10)))
+        zero = b'070701' + b'\0' * (2 << 20)
+        zbomb = self._file('x.zst', subprocess.run(
+            ['zstd', '-q', '-c'], input=zero, check=True,
+            capture_output=True).stdout)
+        out = os.path.join(self.dir, 'packed')
+        for paths, culprit in (([ramdisk, modules], modules),
+                               ([zbomb], zbomb)):
+            with self.assertRaisesRegex(
+                    initrd_pack.PackError,
+                    'the initrds unpack to more than 1048576 bytes '
+                    'together \\(past it in %s\\): refused' % culprit):
+                initrd_pack.pack(paths, out)
+        # Below it, as before: 614406 bytes, 2 of padding, 4.
+        self.assertEqual(614406 + 2 + 4, initrd_pack.pack(
+            [ramdisk, self._file('m.gz', gzip.compress(b'0707'))], out))
+
     def test_no_lz4_on_the_host(self):
         with mock.patch.object(initrd_pack, 'LZ4', ('no-such-lz4',)), \
                 self.assertRaisesRegex(initrd_pack.PackError,
