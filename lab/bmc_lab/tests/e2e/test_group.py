@@ -169,3 +169,61 @@ def test_mpi_pingpong_across_two_nodes(lab, mpi_image):
     assert [m['rank'] for m in group['members']] == [0, 1]
     assert group['slowest_t_ready_s'] is not None
     _undeploy_one_undeploys_all(lab)
+
+
+def _group_key(cli, name, timeout=180):
+    """The run group key the deploy step recorded on node ``name``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        node = cli.node.get(name, fields=['driver_internal_info'])
+        rec = ((node.driver_internal_info or {}).get('bmc_deploy')
+               or {}).get('group') or {}
+        if rec.get('key'):
+            return rec
+        time.sleep(2)
+    raise AssertionError('node %s recorded no run group in %d s'
+                         % (name, timeout))
+
+
+def _undeploy(cli, name, timeout=180):
+    """Undeploy ``name`` once Ironic takes the request (not while a
+    deploy step holds it: "deploying")."""
+    deadline = time.monotonic() + timeout
+    while cli.node.get(name).provision_state == 'deploying':
+        assert time.monotonic() < deadline, name
+        time.sleep(2)
+    if cli.node.get(name).provision_state != 'available':
+        cli.node.set_provision_state(name, 'deleted')
+
+
+def test_a_lessee_naming_the_operators_scope_stays_outside(lab):
+    """Issue 43, finding 2, on real processes: node 1's lessee writes the
+    operator's scope ("-") as instance_info/project_id and the operator's
+    group name.  It is a group of its own, and its undeploy leaves the
+    operator's member deploying.  (Neither node needs its agent: the
+    group is decided at the deploy step, before the boot.)"""
+    cli = lab_client.get_client(lab)
+    image = container_job.push_demo_image(lab)
+    operators, attackers = lab.node_name(0), lab.node_name(1)
+    cli.node.update(attackers, [{'op': 'add', 'path': '/lessee',
+                                 'value': 'e2e-attacker'}])
+    try:
+        group_job.deploy(lab, image, 'spoof', MEMBERS,
+                         launcher=protocol.GROUP_LAUNCHER_NONE,
+                         extra={'project_id': '-'})
+        assert _group_key(cli, operators)['key'] == '-/spoof'
+        assert _group_key(cli, attackers)['key'] == 'e2e-attacker/spoof'
+        _undeploy(cli, attackers)
+        lab_client.StateWatcher(cli, attackers).wait('available', 300)
+        left = cli.node.get(operators, fields=['provision_state',
+                                               'driver_internal_info'])
+        assert left.provision_state in ('deploying', 'wait call-back'), (
+            left.provision_state)
+        assert 'plan' not in left.driver_internal_info['bmc_deploy'][
+            'group']
+    finally:
+        for name in (operators, attackers):
+            _undeploy(cli, name)
+        for name in (operators, attackers):
+            lab_client.StateWatcher(cli, name).wait('available', 300)
+        cli.node.update(attackers, [{'op': 'remove', 'path': '/lessee'}])

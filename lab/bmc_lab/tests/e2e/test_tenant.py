@@ -432,9 +432,9 @@ def test_bad_image_fails_the_server_and_loses_nothing(lab, props,
         _node_clean(settings, n.id)
 
 
-#: The plugin's tests (tempest_plugin/): validation (4), Glance properties (6),
-#: deploy templates (3) and the scenario (1).
-TEMPEST_TESTS = 15
+#: The plugin's tests (tempest_plugin/): validation (5), Glance properties (6),
+#: deploy templates (3), the runs API's personas (5) and the scenario (1).
+TEMPEST_TESTS = 20
 
 
 def test_tempest_plugin_against_the_cloud(lab):

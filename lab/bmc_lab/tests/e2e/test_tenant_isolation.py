@@ -32,7 +32,9 @@ credentials, tries to reach it:
 
 import openstack
 import pytest
+import requests
 
+from bmc_lab.cloud import personas
 from bmc_lab.cloud import profile as cloud_profile
 from bmc_lab.cloud import register
 from bmc_lab import container_job
@@ -140,9 +142,36 @@ def a_running(lab):
                for suffix in ('', '/output', '/results')},
         deploy_id=report['deploy_id'],
     )
+    seen['personas'] = _personas(settings, report['deploy_id'])
     tenant_job.delete(settings, server.id)
     seen['block_after'] = _export_block(settings, key)
     return seen
+
+
+def _personas(settings, deploy_id):
+    """What each persona's real Keystone token gets of A's run:
+    ``{persona: (listed, report status, operator fields shown, output
+    status, results status)}``; listed is the list's status when it is
+    not 200."""
+    personas.ensure(settings)
+    base = '/v1/runs/%s' % deploy_id
+    got = {}
+    for persona in ['system admin'] + list(personas.PERSONAS):
+        api = personas.runs_api(settings, persona)
+        listing = api.get('/v1/runs', raise_exc=False)
+        shown = api.get(base, raise_exc=False)
+        got[persona] = (
+            (deploy_id in [r['deploy_id'] for r in listing.json()['runs']])
+            if listing.status_code == 200 else listing.status_code,
+            shown.status_code,
+            shown.status_code == 200 and 'kernel' in shown.json(),
+            api.get(base + '/output', raise_exc=False).status_code,
+            api.get(base + '/results', raise_exc=False).status_code)
+    url = personas.anonymous(settings)
+    got['anonymous'] = tuple(
+        requests.get(url + path, timeout=30).status_code
+        for path in ('/v1/runs', base, base + '/output', base + '/results'))
+    return got
 
 
 def test_other_nodes_cannot_mount_or_list_the_export(a_running):
@@ -182,6 +211,28 @@ def test_other_tenant_sees_nothing_of_the_run(a_running):
     assert seen['deploy_id'] in seen['a_runs']
     assert seen['b_runs'] == []
     assert seen['b_run'] == {'': 404, '/output': 404, '/results': 404}
+
+
+#: The trust model's table (doc/source/admin/trust-model.rst), for a run
+#: of the lessee A ("demo", the Nova server's project): listed, report,
+#: operator fields, output, results.  (The owner's rows need a node owner,
+#: which the cloud lab's nodes do not have: the unit tests' persona matrix
+#: has them, ironic_bmc/tests/unit/api/test_runs_api_personas.py.)
+PERSONA_TABLE = {
+    'system admin': (True, 200, True, 200, 200),
+    'system reader': (True, 200, True, 200, 200),
+    'lessee admin': (True, 200, False, 200, 200),
+    'lessee reader': (True, 200, False, 200, 200),
+    'other project member': (False, 404, False, 404, 404),
+    'domain-scoped reader': (403, 404, False, 404, 404),
+    'anonymous': (401, 401, 401, 401),
+}
+
+
+def test_each_persona_gets_what_the_trust_model_says(a_running):
+    got = a_running['personas']
+    for persona, expected in PERSONA_TABLE.items():
+        assert got[persona] == expected, persona
 
 
 @pytest.fixture
