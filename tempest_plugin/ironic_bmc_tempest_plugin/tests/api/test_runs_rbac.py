@@ -95,7 +95,9 @@ class TestRunsAPIRBAC(test.BaseTestCase):
     def test_a_missing_run_is_not_found_for_every_persona(self):
         deploy_id = uuidutils.generate_uuid()
         for persona, client in self.runs.items():
-            self.assertRaises(lib_exc.NotFound, client.show_run, deploy_id)
+            with self.subTest(persona=persona):
+                self.assertRaises(lib_exc.NotFound, client.show_run,
+                                  deploy_id)
 
     @decorators.idempotent_id('1f4a6c8e-3b5d-4f72-9e01-8c2a4d6f0b55')
     def test_no_token_is_unauthorized(self):
