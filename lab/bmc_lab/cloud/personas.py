@@ -51,14 +51,25 @@ def ensure(settings):
         project = (idn.find_project(project_name, domain_id='default',
                                     ignore_missing=False)
                    if project_name else None)
-        user = register._user(idn, _user_name(persona), cloud.password,
-                              project)
+        user = _user(idn, _user_name(persona), cloud.password, project)
         if scope == 'system':
             idn.assign_system_role_to_user(user, role, 'all')
         elif scope == 'domain':
             idn.assign_domain_role_to_user('default', user, role)
         else:
             idn.assign_project_role_to_user(project, user, role)
+
+
+def _user(idn, name, password, project):
+    try:
+        return idn.find_user(name, domain_id='default',
+                             ignore_missing=False)
+    except openstack.exceptions.NotFoundException:
+        pass
+    fields = {'name': name, 'password': password, 'domain_id': 'default'}
+    if project is not None:
+        fields['default_project_id'] = project.id
+    return idn.create_user(**fields)
 
 
 def _auth(cloud, persona):

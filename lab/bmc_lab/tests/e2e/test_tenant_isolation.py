@@ -142,8 +142,10 @@ def a_running(lab):
                for suffix in ('', '/output', '/results')},
         deploy_id=report['deploy_id'],
     )
-    seen['personas'] = _personas(settings, report['deploy_id'])
-    tenant_job.delete(settings, server.id)
+    try:
+        seen['personas'] = _personas(settings, report['deploy_id'])
+    finally:
+        tenant_job.delete(settings, server.id)
     seen['block_after'] = _export_block(settings, key)
     return seen
 
