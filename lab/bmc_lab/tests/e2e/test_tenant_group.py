@@ -14,7 +14,9 @@
 --max 2 --config-drive true --property container_group=mpi --property
 container_group_size=2`` on the cloud lab's two nodes runs the MPI
 ping-pong image (built here from Debian's MPICH) as one job, and
-deleting the servers frees both nodes."""
+deleting the servers frees both nodes.  It is the project's one MPI run
+on real nodes (the ``ssh`` launcher, ranks, the group report): the
+conductor-side group tests (test_group.py) run busybox members."""
 
 import json
 import time
@@ -89,6 +91,7 @@ def test_tenant_runs_an_mpi_group_through_nova(lab):
     print(rank0['output_tail'])
     assert rank0['workload_exit_code'] == 0, rank0['output_tail']
     result = json.loads(rank0['output_tail'].strip().splitlines()[-1])
+    assert result['size'] == 2, result
     assert sorted(result['ranks']) == ['mpi-0', 'mpi-1'], result
     assert result['latency_us'] > 0
     for report in reports:
@@ -97,6 +100,8 @@ def test_tenant_runs_an_mpi_group_through_nova(lab):
         assert report['group']['id'] == rank0['group']['id']
     assert group['state'] == 'finished', group
     assert group['ended_by']['rank'] == 0 and group['ended_by']['ok']
+    assert [m['rank'] for m in group['members']] == [0, 1], group
+    assert group['slowest_t_ready_s'] is not None, group
     for server in servers:
         conn.compute.delete_server(server)
     for server in servers:
