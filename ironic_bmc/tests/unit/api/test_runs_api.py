@@ -101,7 +101,9 @@ class RunsAPIBase(base.TestCase):
         return report
 
     def _get(self, path, project=PROJECT_A, roles='reader,member',
-             system=False, method='GET'):
+             system=False, method='GET', domain=None):
+        """A request with the headers keystonemiddleware sets for a token
+        of ``project`` (or the system, or ``domain``) with ``roles``."""
         request = webob.Request.blank(path, method=method)
         request.environ.update({'HTTP_X_IDENTITY_STATUS': 'Confirmed',
                                 'HTTP_X_ROLES': roles,
@@ -110,6 +112,8 @@ class RunsAPIBase(base.TestCase):
             request.environ['HTTP_OPENSTACK_SYSTEM_SCOPE'] = 'all'
         elif project:
             request.environ['HTTP_X_PROJECT_ID'] = project
+        if domain:
+            request.environ['HTTP_X_DOMAIN_ID'] = domain
         return request.get_response(self.app)
 
 

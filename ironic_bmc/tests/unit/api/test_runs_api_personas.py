@@ -21,7 +21,6 @@ token must never reach).
 
 from oslo_context import context as oslo_context
 from oslo_policy import policy as oslo_policy
-import webob
 
 from ironic_bmc.api import policy
 from ironic_bmc.tests.unit.api import test_runs_api as base
@@ -73,17 +72,8 @@ class PersonaMatrixTestCase(base.RunsAPIBase):
 
     def _as(self, persona, path):
         project, roles, system, domain = PERSONAS[persona]
-        request = webob.Request.blank(path)
-        request.environ.update({'HTTP_X_IDENTITY_STATUS': 'Confirmed',
-                                'HTTP_X_ROLES': roles,
-                                'HTTP_X_USER_ID': 'u' * 32})
-        if system:
-            request.environ['HTTP_OPENSTACK_SYSTEM_SCOPE'] = 'all'
-        if project:
-            request.environ['HTTP_X_PROJECT_ID'] = project
-        if domain:
-            request.environ['HTTP_X_DOMAIN_ID'] = domain
-        return request.get_response(self.app)
+        return self._get(path, project=project, roles=roles, system=system,
+                         domain=domain)
 
     def test_every_cell(self):
         run = '/v1/runs/%s' % self.lessee_run['deploy_id']
