@@ -25,7 +25,7 @@ def test_make_client():
                          region_name='RegionOne')
     instance.get_configuration.return_value = {
         'baremetal_container_endpoint_override': 'http://10.0.0.1:6390'}
-    with mock.patch.object(runs, 'RunsClient') as client:
+    with mock.patch.object(runs, 'RunsClient', autospec=True) as client:
         assert plugin.make_client(instance) is client.return_value
     client.assert_called_once_with(
         mock.sentinel.session, service_type='baremetal-container',

@@ -45,13 +45,16 @@ class Response:
 
 def client(*responses):
     out = runs.RunsClient(mock.sentinel.session)
-    out._api = mock.Mock(spec=['get'])
+    # keystoneauth's adapter's get, specced (a call it would refuse fails
+    # here), and nothing else of it: the runs API is read with GETs only.
+    api = mock.create_autospec(runs.adapter.Adapter, instance=True)
+    out._api = mock.Mock(spec=['get'], get=api.get)
     out._api.get.side_effect = list(responses)
     return out
 
 
 def test_adapter_gets_the_service_and_endpoint():
-    with mock.patch.object(runs.adapter, 'Adapter') as adapter:
+    with mock.patch.object(runs.adapter, 'Adapter', autospec=True) as adapter:
         runs.RunsClient(mock.sentinel.session, interface='internal',
                         region_name='R1', endpoint_override='http://x:1')
     adapter.assert_called_once_with(

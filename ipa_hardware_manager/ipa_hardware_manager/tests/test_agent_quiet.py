@@ -14,7 +14,7 @@
 results."""
 
 import collections
-import time
+import threading
 import unittest
 from unittest import mock
 
@@ -23,6 +23,7 @@ from ironic_python_agent.extensions import base as ext_base
 
 from ipa_hardware_manager import agent_quiet
 from ipa_hardware_manager import manager
+from ipa_hardware_manager import workload
 
 
 def _result(step, done=True):
@@ -48,13 +49,14 @@ class QuietTest(unittest.TestCase):
 
     def test_heartbeater_thread_stopped(self):
         heartbeater = ipa_agent.IronicPythonAgentHeartbeater(self.agent)
-        heartbeater.do_heartbeat = mock.Mock()
+        beat = threading.Event()
+        heartbeater.do_heartbeat = mock.create_autospec(
+            heartbeater.do_heartbeat, side_effect=beat.set)
         heartbeater.start()
         # The first heartbeat is immediate; then it waits for the next.
-        deadline = time.monotonic() + 10
-        while not heartbeater.do_heartbeat.called:
-            self.assertLess(time.monotonic(), deadline)
-            time.sleep(0.01)
+        # (The timeout only bounds a hang: the event, not the time, is the
+        # assertion.)
+        self.assertTrue(beat.wait(10), 'no first heartbeat')
         heartbeater.interval = 3600
         self.agent.heartbeater = heartbeater
         self.assertEqual({'heartbeats': 'stopped'},
@@ -62,6 +64,11 @@ class QuietTest(unittest.TestCase):
                          .bmc_quiet_agent({}, []))
         self.assertFalse(heartbeater.is_alive())
         self.assertFalse(agent_quiet.stop_heartbeats())
+
+    def _patch(self, *args, **kwargs):
+        patcher = mock.patch.object(*args, **kwargs)
+        self.addCleanup(patcher.stop)
+        return patcher.start()
 
     def _keep_heartbeater_class(self):
         cls = ipa_agent.IronicPythonAgentHeartbeater
@@ -90,28 +97,54 @@ class QuietTest(unittest.TestCase):
             * heartbeater.min_error_jitter_multiplier,
             heartbeater.min_heartbeat_interval
             * heartbeater.max_error_jitter_multiplier))
+        # IPA's own heartbeat thread, on a clock of the test's (IPA's
+        # _time) that moves only while the thread waits: when each
+        # heartbeat goes is read on that clock, never measured, so a slow
+        # machine changes nothing.
+        clock = [0.0]
         beats = []
-        heartbeater.do_heartbeat = mock.Mock(side_effect=lambda: (
-            beats.append(time.monotonic()),
-            setattr(heartbeater, 'previous_heartbeat', time.time()),
-            setattr(heartbeater, 'heartbeat_forced', False),
-            setattr(heartbeater, 'interval', 3600)))
+        waits = []
+        forced = []
+        mock_time = self._patch(ipa_agent, '_time', autospec=True,
+                                side_effect=lambda: clock[0])
+
+        def do_heartbeat():
+            beats.append(clock[0])
+            heartbeater.previous_heartbeat = mock_time()
+            heartbeater.heartbeat_forced = False
+            heartbeater.interval = 3600
+
+        def wait(timeout):
+            # Half a second into the first wait after the first
+            # heartbeat, a command ends: IPA forces a heartbeat.
+            waits.append(timeout)
+            if len(beats) == 1 and not forced:
+                clock[0] += 0.5
+                forced.append(clock[0])
+                heartbeater.force_heartbeat()
+                timeout -= 0.5
+            clock[0] += timeout
+            # Stopped after the forced heartbeat, or after 20 wakes
+            # without it (no heartbeat is due for an hour).
+            return len(beats) == 2 or len(waits) == 20
+
+        heartbeater.do_heartbeat = mock.create_autospec(
+            heartbeater.do_heartbeat, side_effect=do_heartbeat)
+        heartbeater.stop_event = mock.create_autospec(
+            threading.Event, instance=True)
+        heartbeater.stop_event.wait.side_effect = wait
         heartbeater.start()
         self.addCleanup(heartbeater.stop)
-        deadline = time.monotonic() + 10
-        while not beats:
-            self.assertLess(time.monotonic(), deadline)
-            time.sleep(0.01)
-        # A command ends (IPA forces a heartbeat) 0.5 s later: the thread,
-        # waking every second, sends it within 1.5 s; IPA's own pace would
-        # wait until 5 s after the last heartbeat (4.5 s).
-        time.sleep(0.5)
-        forced = time.monotonic()
-        heartbeater.force_heartbeat()
-        while len(beats) < 2:
-            self.assertLess(time.monotonic(), forced + 6)
-            time.sleep(0.01)
-        self.assertLess(beats[1] - forced, 3.0)
+        heartbeater.join(30)    # (bounds a hang only)
+        self.assertFalse(heartbeater.is_alive())
+        # The first heartbeat at once; the thread then wakes every second
+        # and sends the forced one at its second wake, 1.5 s after the
+        # command's end.  IPA's own pace (5 s) would send it only once 5 s
+        # had passed since the last heartbeat, 9.5 s after the end.
+        self.assertEqual([0.5], forced)
+        self.assertEqual([0.0, 2.0], beats)
+        # (The last wait is the one the test stops.)
+        self.assertEqual([0, 1.0, 1.0, 1.0], waits)
         # Asked again (a second manager instance): unchanged.
         manager.BmcContainerHardwareManager().initialize()
         self.assertEqual((1.0, 5.0), (
@@ -120,10 +153,15 @@ class QuietTest(unittest.TestCase):
 
     def test_exit_told_by_one_heartbeat(self):
         heartbeater = ipa_agent.IronicPythonAgentHeartbeater(self.agent)
-        heartbeater.do_heartbeat = mock.Mock()
+        heartbeater.do_heartbeat = mock.create_autospec(
+            heartbeater.do_heartbeat)
         self.agent.heartbeater = heartbeater
         hwm = manager.BmcContainerHardwareManager()
-        hwm._supervisor = mock.Mock(exit_hook=None)
+        hwm._supervisor = mock.create_autospec(workload.Supervisor,
+                                               instance=True)
+        # (Set in Supervisor.__init__: not a class attribute the spec
+        # would have.)
+        hwm._supervisor.exit_hook = None
         hwm._supervisor.status.return_value = {'state': 'running'}
         hwm.bmc_workload_status({}, [])
         self.assertIsNone(hwm._supervisor.exit_hook)

@@ -94,7 +94,8 @@ class StepsTest(unittest.TestCase):
 class StageRootfsStepTest(unittest.TestCase):
     def setUp(self):
         self.hwm = manager.BmcContainerHardwareManager()
-        self.hwm._supervisor = mock.Mock(spec=workload.Supervisor)
+        self.hwm._supervisor = mock.create_autospec(
+            workload.Supervisor, instance=True)
         self.hwm._supervisor.status.return_value = {'state': 'absent'}
 
     @mock.patch.object(rootfs, 'load', autospec=True, return_value=None)
@@ -159,7 +160,8 @@ class StageRootfsStepTest(unittest.TestCase):
 class WorkloadStepsTest(unittest.TestCase):
     def setUp(self):
         self.hwm = manager.BmcContainerHardwareManager()
-        self.sup = self.hwm._supervisor = mock.Mock(spec=workload.Supervisor)
+        self.sup = self.hwm._supervisor = mock.create_autospec(
+            workload.Supervisor, instance=True)
 
     @mock.patch.object(rootfs, 'load', autospec=True)
     def test_start(self, mock_load):
@@ -340,11 +342,12 @@ class DispatchTest(unittest.TestCase):
 
     def test_dispatch_to_managers(self):
         hwm = manager.BmcContainerHardwareManager()
-        hwm._supervisor = mock.Mock(spec=workload.Supervisor)
+        hwm._supervisor = mock.create_autospec(
+            workload.Supervisor, instance=True)
         hwm._supervisor.status.return_value = {'state': 'absent',
                                                'exit_code': None}
         generic = hardware.GenericHardwareManager()
-        with mock.patch.object(hardware, 'get_managers',
+        with mock.patch.object(hardware, 'get_managers', autospec=True,
                                return_value=[hwm, generic]):
             self.assertEqual({'state': 'absent', 'exit_code': None},
                              hardware.dispatch_to_managers(
@@ -365,17 +368,19 @@ class TunablesStepsTest(unittest.TestCase):
 
     @mock.patch.object(steps_tunables, 'bmc_noise_probe', autospec=True)
     def test_noise_probe(self, mock_probe):
-        with mock.patch.object(workload.Supervisor, 'status',
-                               return_value={'state': 'exited'}):
+        with mock.patch.object(workload.Supervisor, 'status', autospec=True,
+                               return_value={'state': 'exited'}) as status:
             self.hwm.bmc_noise_probe(NODE, [], cpus='1', duration=2)
+        status.assert_called_once_with(self.hwm.supervisor)
         mock_probe.assert_called_once_with(NODE, [], cpus='1', duration=2,
                                            threshold_us=None)
 
     @mock.patch.object(steps_tunables, 'bmc_noise_probe', autospec=True)
     def test_noise_probe_refused_while_running(self, mock_probe):
-        with mock.patch.object(workload.Supervisor, 'status',
-                               return_value={'state': 'running'}):
+        with mock.patch.object(workload.Supervisor, 'status', autospec=True,
+                               return_value={'state': 'running'}) as status:
             self.assertRaisesRegex(errors.DeploymentError,
                                    'bmc_noise_probe: a workload is running',
                                    self.hwm.bmc_noise_probe, NODE, [])
+        status.assert_called_once_with(self.hwm.supervisor)
         mock_probe.assert_not_called()

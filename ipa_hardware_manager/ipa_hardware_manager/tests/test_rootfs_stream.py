@@ -12,9 +12,11 @@
 
 import json
 import os
+import shutil
 import stat
 import tempfile
 import textwrap
+import threading
 import time
 import unittest
 from unittest import mock
@@ -22,6 +24,15 @@ from unittest import mock
 from ipa_hardware_manager import rootfs_stream
 
 MiB = 1024 * 1024
+
+
+def _alive(pid):
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
 
 
 class CheckTest(unittest.TestCase):
@@ -146,12 +157,14 @@ class StreamProcessTest(SysBlockTestCase):
 
     def test_start_and_stop(self):
         stream = rootfs_stream.Stream(self.base, 'http://h/a.erofs', 4096)
-        start = time.monotonic()
+        # (Ends the daemon if the test fails before it stops it.)
+        self.addCleanup(stream.stop)
         self.assertEqual('/dev/nbd1', stream.start())
-        # Not held up by the daemon keeping its output open.
-        self.assertLess(time.monotonic() - start, 30)
+        # Not held up by the daemon keeping its output open: start()
+        # returned while the daemon runs, so holds it still (it lets go
+        # of it only by ending, 300 s on).
         pid = self._pid()
-        os.kill(pid, 0)
+        self.assertTrue(_alive(pid), 'start() waited for the daemon to end')
         with open(self.calls) as f:
             calls = f.read().splitlines()
         self.assertIn('TMPDIR=%s/stream-cache' % self.base, calls[0])
@@ -187,21 +200,34 @@ class StreamProcessTest(SysBlockTestCase):
 class HydratorTest(SysBlockTestCase):
     def setUp(self):
         super().setUp()
-        # O_DIRECT needs a file system that supports it (not tmpfs).
-        self.dir = tempfile.mkdtemp(dir=os.path.expanduser('~'))
-        self.addCleanup(lambda: __import__('shutil').rmtree(self.dir))
-        self.data = os.path.join(self.dir, 'device')
+        # O_DIRECT needs a file system that supports it (not tmpfs): the
+        # temporary directory's, else /var/tmp's (on disk where /tmp is a
+        # tmpfs).  Never the user's home.
         self.size = 3 * MiB + 8192
-        with open(self.data, 'wb') as f:
-            f.write(os.urandom(self.size))
-        try:
-            os.close(os.open(self.data, os.O_RDONLY | os.O_DIRECT))
-        except OSError:
-            self.skipTest('no O_DIRECT on %s' % self.dir)
+        for parent in (tempfile.gettempdir(), '/var/tmp'):
+            self.dir = tempfile.mkdtemp(prefix='bmc-hydrator-test-',
+                                        dir=parent)
+            self.addCleanup(shutil.rmtree, self.dir)
+            self.data = os.path.join(self.dir, 'device')
+            with open(self.data, 'wb') as f:
+                f.write(os.urandom(self.size))
+            try:
+                os.close(os.open(self.data, os.O_RDONLY | os.O_DIRECT))
+                break
+            except OSError:
+                pass
+        else:
+            self.skipTest('no O_DIRECT in %s nor /var/tmp'
+                          % tempfile.gettempdir())
 
     def _progress(self):
         with open(os.path.join(self.dir, rootfs_stream.PROGRESS_FILE)) as f:
             return json.load(f)
+
+    def _patch(self, *args, **kwargs):
+        patcher = mock.patch.object(*args, **kwargs)
+        self.addCleanup(patcher.stop)
+        return patcher.start()
 
     def test_reads_everything_then_is_local(self):
         hydrator = rootfs_stream.Hydrator(self.dir, self.data, self.size,
@@ -229,17 +255,49 @@ class HydratorTest(SysBlockTestCase):
     def test_rate_bound_and_stop(self):
         hydrator = rootfs_stream.Hydrator(self.dir, self.data, self.size,
                                           rate=MiB)
+        # The hydrator's clock stands still (so no progress is saved on
+        # the way, and its pace is exact); its waits are the test's: each
+        # records how long the hydrator would wait, says so, and lasts
+        # until the stop (on a clock that stands still, a wait does not
+        # end by itself).
+        mock_time = self._patch(rootfs_stream, 'time', autospec=True)
+        mock_time.time.side_effect = time.time
+        mock_time.monotonic.return_value = 100.0
+        stopped = threading.Event()
+        waits = []
+        waiting = threading.Event()
+
+        def wait(timeout=None):
+            waits.append(timeout)
+            waiting.set()
+            return stopped.wait()
+
+        hydrator.stopped = mock.create_autospec(threading.Event,
+                                                instance=True)
+        hydrator.stopped.set.side_effect = stopped.set
+        hydrator.stopped.is_set.side_effect = stopped.is_set
+        hydrator.stopped.wait.side_effect = wait
+        self.addCleanup(hydrator.stop)
         hydrator.start()
-        time.sleep(0.3)
+        # Until it waits, or ends without waiting (it reads a local file:
+        # it does one or the other).
+        while not waiting.wait(0.01) and hydrator.is_alive():
+            pass
+        self.assertTrue(waiting.is_set(), 'the hydrator never waited')
         # A progress record exists from the start, before any chunk.
-        self.assertTrue(self._progress()['running'])
+        self.assertEqual({'running': True, 'bytes': 0},
+                         {k: self._progress()[k]
+                          for k in ('running', 'bytes')})
+        # At 1 MiB/s, one chunk read, the next waits a second for its
+        # turn; a stop then ends the copy with that one chunk read.
+        self.assertEqual([1.0], waits)
         hydrator.stop()
         self.assertFalse(hydrator.is_alive())
         progress = self._progress()
-        # At 1 MiB/s, a stop after 0.3 s finds one chunk read.
         self.assertEqual(MiB, progress['bytes'])
         self.assertIsNone(progress['fully_local_at'])
         self.assertFalse(progress['running'])
+        self.assertEqual([1.0], waits)     # (none after the stop)
 
     def test_read_error_is_recorded(self):
         hydrator = rootfs_stream.Hydrator(

@@ -31,6 +31,7 @@ from unittest import mock
 from ipa_hardware_manager import rapl
 from ipa_hardware_manager import tunables
 from ipa_hardware_manager import workload
+from ipa_hardware_manager import workload_stop
 from bmc_common import protocol
 
 FAKE_CRUN = os.path.join(os.path.dirname(__file__), 'fake_crun.py')
@@ -238,7 +239,25 @@ class SupervisorTest(unittest.TestCase):
         self.sup.start('/', ['sh', '-c', script], mode='service',
                        stop_signal='SIGINT')
         _wait_output(self.sup, 'ready')
-        status = self.sup.stop(grace=5, reason=protocol.STOP_UNDEPLOY)
+        # The stop's clock stands still while it waits: its grace cannot
+        # run out, so it returns only by seeing the workload end on the
+        # signal (not by waiting the grace out), however slow the
+        # machine.  Only after 1200 polls does the clock move, by a day at
+        # each poll, so that a stop that never sees the end fails instead
+        # of hanging.
+        polls = []
+
+        def sleep(seconds):
+            polls.append(seconds)
+            time.sleep(seconds)
+
+        with mock.patch.object(workload_stop, 'time',
+                               autospec=True) as mock_time:
+            mock_time.time.side_effect = time.time
+            mock_time.monotonic.side_effect = lambda: (
+                100.0 + 86400.0 * max(0, len(polls) - 1199))
+            mock_time.sleep.side_effect = sleep
+            status = self.sup.stop(grace=5, reason=protocol.STOP_UNDEPLOY)
         self.assertEqual('exited', status['state'])
         self.assertEqual(0, status['exit_code'], status)
         self.assertIn('got INT', status['output_tail'])
@@ -246,8 +265,14 @@ class SupervisorTest(unittest.TestCase):
                           'grace': 5.0, 'killed': False},
                          {k: status['stop'][k] for k in
                           ('reason', 'signal', 'grace', 'killed')})
-        self.assertLess(status['stop']['seconds'], 4)
+        # Its duration is read on the same clock: none of the grace
+        # passed; and it polled for the end, never slept the grace away.
+        self.assertEqual(0.0, status['stop']['seconds'])
+        self.assertTrue(polls)
+        self.assertEqual([], [p for p in polls if p >= 5], polls)
         self.assertIn('kill %s 2' % workload.CONTAINER_ID, self._calls())
+        self.assertNotIn('kill --all %s KILL' % workload.CONTAINER_ID,
+                         self._calls())
 
     def test_stop_escalates_to_sigkill_of_the_cgroup(self):
         script = 'trap "" TERM; echo ready; while :; do sleep 0.1; done'
@@ -276,12 +301,9 @@ class SupervisorTest(unittest.TestCase):
         self.sup.timer.cancel()     # this agent "dies"
         again = workload.Supervisor(self.state, runtime=FAKE_CRUN)
         self.addCleanup(lambda: self.assertTrue(again.cancel_walltime(15)))
-        deadline = time.monotonic() + 15
-        while again.status()['state'] == 'running':
-            self.assertLess(time.monotonic(), deadline)
-            time.sleep(0.1)
+        # (The helper's timeout bounds a hang only.)
         self.assertEqual(protocol.STOP_WALLTIME,
-                         again.status()['stop']['reason'])
+                         _wait_exit(again, timeout=15)['stop']['reason'])
         self.sup.proc.wait()
 
     def test_stop_nothing_running(self):

@@ -314,8 +314,7 @@ class DeployTestCase(base.ContainerDeployTestCase):
         self.executor = base.CapturingExecutor.install(self)
 
     def _deploy(self, mock_resolve, value, **ii):
-        mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
-                                     mock.Mock())
+        mock_resolve.return_value = base.resolved()
         self.node.instance_info = dict(self.node.instance_info,
                                        configdrive=value, **ii)
         self.node.save()

@@ -43,13 +43,27 @@ from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import tuning
 from ironic_bmc.drivers import workload_watch
+from ironic_bmc.image import cache as artifact_cache
 from ironic_bmc.image import exceptions as image_exc
 from ironic_bmc.image import pipeline
+from ironic_bmc.image import reference
+from ironic_bmc.image import registry
 from ironic_bmc import deploy_info
 from ironic_bmc import report as run_report
 from ironic_bmc import run_files
 
 IMAGE = '127.0.0.1:5050/bmc/demo:1'
+
+
+def resolved(manifest_digest='sha256:b'):
+    """What :func:`rootfs.resolve` returns, for a mock of it: the real
+    resolved image (a field the deploy misreads fails, as it would for
+    real) and a client specced on the registry's."""
+    image = pipeline.ResolvedImage(
+        ref=reference.parse(IMAGE), manifest_digest=manifest_digest,
+        manifest={}, index_digest=None, architecture='amd64', layers_size=0)
+    client = mock.create_autospec(registry.RegistryClient, instance=True)
+    return image, client
 
 
 class ContainerDeployTestCase(db_base.DbTestCase):
@@ -154,8 +168,7 @@ class DeployStepTestCase(ContainerDeployTestCase):
         self.executor = CapturingExecutor.install(self)
 
     def _deploy(self, mock_resolve):
-        mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
-                                     mock.Mock())
+        mock_resolve.return_value = resolved()
         with task_manager.acquire(self.context, self.node.uuid) as task:
             result = task.driver.deploy.deploy(task)
             # Ironic saves the node as the step returns (waiting, or
@@ -1015,7 +1028,7 @@ class WatcherRaceTestCase(ContainerDeployTestCase):
             other.save()
             return {'state': 'exited', 'exit_code': 0}
 
-        with mock.patch.object(workload_watch, '_status',
+        with mock.patch.object(workload_watch, '_status', autospec=True,
                                side_effect=undeployed_meanwhile):
             # What the periodic watch runs in its pool for the node.
             workload_watch._pooled_check(self.context, self.node.uuid)
@@ -1080,7 +1093,7 @@ class WatchPoolTestCase(ContainerDeployTestCase):
         with mock.patch.object(workload_watch, '_status', autospec=True,
                                side_effect=status), \
                 mock.patch.object(workload_watch.task_manager, 'acquire',
-                                  side_effect=acquire):
+                                  autospec=True, side_effect=acquire):
             deploy = container_deploy.ContainerDeploy()
             futs = [watch(deploy, types.SimpleNamespace(node=node), None,
                           self.context) for node in self.nodes]
@@ -1221,8 +1234,10 @@ class ValidateTestCase(ContainerDeployTestCase):
         self.node.instance_info = {
             'container_image': 'r/a@sha256:' + 'b' * 64}
         self.node.save()
-        entry = mock.Mock(meta={'unpacked_size': 2 * 1024 ** 3})
-        with mock.patch.object(rootfs.get_cache(), 'lookup',
+        entry = artifact_cache.CacheEntry(
+            key='k', path='/nonexistent',
+            meta={'unpacked_size': 2 * 1024 ** 3})
+        with mock.patch.object(rootfs.get_cache(), 'lookup', autospec=True,
                                return_value=entry):
             with task_manager.acquire(self.context, self.node.uuid) as task:
                 from ironic_bmc import deploy_info

@@ -64,8 +64,7 @@ class OnePlanTestCase(base.ContainerDeployTestCase):
     def _validate_and_deploy(self, mock_props, mock_resolve):
         mock_props.return_value = {'container_image': base.IMAGE,
                                    'container_mode': 'job'}
-        mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
-                                     mock.Mock())
+        mock_resolve.return_value = base.resolved()
         with task_manager.acquire(self.context, self.node.uuid) as task:
             # What Ironic's conductor does with one task: validate the
             # deploy interface, then run its first step.

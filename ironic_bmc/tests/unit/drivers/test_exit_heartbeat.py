@@ -14,6 +14,8 @@
 """A workload's end reaches the conductor by a heartbeat, not the next
 poll: the token put back, the agent told, the heartbeat handled."""
 
+import sys
+import threading
 from unittest import mock
 
 from ironic.common import states
@@ -257,11 +259,67 @@ class FirstCheckTestCase(base.ContainerDeployTestCase):
         workload_watch._first_check(self.context, self.node.uuid, 'x')
         mock_check.assert_called_once_with(mock.ANY)
 
+    def _fake_time(self, on_sleep=None):
+        """A clock that moves only when the first check sleeps (calling
+        ``on_sleep`` with the number of sleeps so far): its wait is
+        counted in sleeps, never measured on a wall clock, so a slow
+        machine cannot make it pass or fail."""
+        patcher = mock.patch.object(workload_watch, 'time', autospec=True)
+        mock_time = patcher.start()
+        self.addCleanup(patcher.stop)
+        now = [0.0]
+
+        def sleep(seconds):
+            now[0] += seconds
+            if on_sleep is not None:
+                on_sleep(mock_time.sleep.call_count)
+
+        mock_time.monotonic.side_effect = lambda: now[0]
+        mock_time.sleep.side_effect = sleep
+        return mock_time
+
     def test_waits_for_the_deploy_to_end(self, mock_check):
+        # Ironic is still ending the deploy for the first two tries; it
+        # ends during the third sleep.  The check must come then, not
+        # before (nor never: returning at once is the bug this catches).
         self._node(states.DEPLOYWAIT)
-        with mock.patch.object(workload_watch, 'ARM_WITHIN', 0.1):
+        ended = threading.Event()
+
+        def on_sleep(count):
+            if count == 3:
+                self._node(states.ACTIVE)
+                ended.set()
+
+        mock_time = self._fake_time(on_sleep)
+        seen = []
+        # (Recorded, not asserted, in the side effect: the first check
+        # would log and swallow an assertion's error.)
+        mock_check.side_effect = lambda task: seen.append(
+            (ended.is_set(), task.node.provision_state))
+        workload_watch._first_check(self.context, self.node.uuid, 'x')
+        mock_check.assert_called_once_with(mock.ANY)
+        self.assertEqual([(True, states.ACTIVE)], seen)
+        self.assertEqual([mock.call(workload_watch.ARM_PACE)] * 3,
+                         mock_time.sleep.call_args_list)
+
+    def test_gives_up_when_the_deploy_does_not_end(self, mock_check):
+        # Never ends: tried every ARM_PACE until ARM_WITHIN, no check
+        # (the periodic watch polls the node once it is ACTIVE).  (Paces
+        # exact in binary, so that the count of tries is exact; patched
+        # here, as the class's own patch of ARM_PACE would win over a
+        # method's.)
+        self._node(states.DEPLOYWAIT)
+        mock_time = self._fake_time()
+        with mock.patch.object(workload_watch, 'ARM_WITHIN', 1.0), \
+                mock.patch.object(workload_watch, 'ARM_PACE', 0.25), \
+                mock.patch.object(task_manager, 'acquire', autospec=True,
+                                  side_effect=task_manager.acquire
+                                  ) as acquire:
             workload_watch._first_check(self.context, self.node.uuid, 'x')
         mock_check.assert_not_called()
+        self.assertEqual([mock.call(0.25)] * 4,
+                         mock_time.sleep.call_args_list)
+        self.assertEqual(4, acquire.call_count)
 
     def test_not_for_another_run(self, mock_check):
         self._node(states.ACTIVE, deploy_id='y')
@@ -271,8 +329,21 @@ class FirstCheckTestCase(base.ContainerDeployTestCase):
     def test_a_failure_is_logged_not_raised(self, mock_check):
         self._node(states.ACTIVE)
         mock_check.side_effect = RuntimeError('db gone')
-        workload_watch._first_check(self.context, self.node.uuid, 'x')
+        # (A mock of LOG, not assertLogs: oslo.log's setup in Ironic's
+        # test base disables the loggers made before it, this one too.)
+        handled = []
+        with mock.patch.object(workload_watch, 'LOG',
+                               autospec=True) as mock_log:
+            # LOG.exception logs the exception being handled: the one
+            # raised by the check, not another.
+            mock_log.exception.side_effect = (
+                lambda *args: handled.append(sys.exc_info()[1]))
+            workload_watch._first_check(self.context, self.node.uuid, 'x')
         mock_check.assert_called_once_with(mock.ANY)
+        mock_log.exception.assert_called_once_with(
+            'The first check of the workload of node %s failed; the '
+            'periodic one follows', self.node.uuid)
+        self.assertEqual([mock_check.side_effect], handled)
 
     def test_a_busy_node_is_left_to_the_periodic_watch(self, mock_check):
         from ironic.common import exception

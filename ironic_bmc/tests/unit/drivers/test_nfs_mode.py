@@ -104,8 +104,7 @@ class DeployTestCase(NfsTestCase):
         key = 'sha256-%s-tree-none-v1' % ('b' * 64)
         # As the pipeline does: built (or found) and pinned for the node.
         mock_prepare.side_effect = lambda *a, **kw: self._tree(key)
-        mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
-                                     mock.Mock())
+        mock_resolve.return_value = base.resolved()
         with task_manager.acquire(self.context, self.node.uuid) as task:
             self.assertEqual(states.DEPLOYWAIT,
                              task.driver.deploy.deploy(task))

@@ -172,8 +172,7 @@ class WarmDeployTestCase(WarmBase):
             autospec=True)).mock
 
     def _deploy(self, mock_resolve):
-        mock_resolve.return_value = (mock.Mock(manifest_digest='sha256:b'),
-                                     mock.Mock())
+        mock_resolve.return_value = base.resolved()
         with task_manager.acquire(self.context, self.node.uuid) as task:
             result = task.driver.deploy.deploy(task)
             # Ironic saves the node as the step returns (waiting, or

@@ -20,9 +20,9 @@ Makefile: ``tinyconfig``, ``olddefconfig`` (which drops
 CONFIG_NEEDS_MISSING, as Kconfig drops an option whose dependency is
 unset), ``bzImage`` (writes the image with KBUILD_BUILD_VERSION and
 KCFLAGS in it; with ``-fprofile-use`` warns as gcc does for each object
-without a .gcda; sleeps FAKE_SLEEP seconds), ``modules`` and
-``modules_install``.  The tarball holds a Makefile and
-``scripts/kconfig/merge_config.sh``.
+without a .gcda; sleeps FAKE_SLEEP seconds, then writes the file
+FAKE_SLEEP_MARK names, if any), ``modules`` and ``modules_install``.
+The tarball holds a Makefile and ``scripts/kconfig/merge_config.sh``.
 """
 
 import io
@@ -75,6 +75,8 @@ for target in targets:
         write(os.path.join(obj, 'include/config/kernel.release'),
               RELEASE + '\n')
         time.sleep(float(os.environ.get('FAKE_SLEEP') or 0))
+        if os.environ.get('FAKE_SLEEP_MARK'):
+            write(os.environ['FAKE_SLEEP_MARK'], 'slept\n')
         for name in OBJECTS:
             if ('-fprofile-use' in kcflags
                     and not os.path.exists(os.path.join(obj, name + '.gcda'))):

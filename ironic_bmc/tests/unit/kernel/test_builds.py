@@ -18,6 +18,7 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import tempfile
 import time
 
@@ -30,6 +31,31 @@ from ironic_bmc.kernel import build as worker
 from ironic_bmc.kernel import builds
 from ironic_bmc.kernel import profile as kernel_profile
 from ironic_bmc.tests.unit.kernel import fake_source
+
+
+def _running(program):
+    """The pids of the live processes that run ``program`` (the test's
+    own fake make: its path is in the test's temporary directory)."""
+    pids = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % entry, 'rb') as f:
+                argv = f.read().split(b'\0')
+            with open('/proc/%s/stat' % entry) as f:
+                state = f.read().rsplit(')', 1)[1].split()[0]
+        except OSError:
+            continue    # ended meanwhile
+        if program.encode() in argv and state != 'Z':
+            pids.append(int(entry))
+    return pids
+
+
+def _kill_running(program):
+    """Kill what a failed test left of its own fake make."""
+    for pid in _running(program):
+        os.kill(pid, signal.SIGKILL)
 
 
 class KernelBuildsTestCase(base.TestCase):
@@ -146,13 +172,24 @@ class KernelBuildsTestCase(base.TestCase):
         self.config(kernel_build_timeout=60, group='container')
         spec = builds.plan('plain', config='small')
         spec['timeout'] = 1
-        os.environ['FAKE_SLEEP'] = '30'
-        self.addCleanup(os.environ.pop, 'FAKE_SLEEP', None)
-        started = time.monotonic()
+        # make's compile sleeps 30 s, then leaves a mark.  A worker that
+        # waited for it instead of killing it would fail the same way (its
+        # next step is past the deadline), and one that left it running
+        # too: the mark and the processes left, not the time the build
+        # took, tell them apart.  (Killed before or during its compile:
+        # either way no make outlives the build, none wakes up.)
+        mark = os.path.join(self.tmp, 'make-slept')
+        make = os.path.join(self.tmp, 'bin', 'make')
+        self.useFixture(fixtures.EnvironmentVariable('FAKE_SLEEP', '30'))
+        self.useFixture(fixtures.EnvironmentVariable('FAKE_SLEEP_MARK',
+                                                     mark))
+        self.addCleanup(_kill_running, make)
         status = self._wait(builds.start(spec)['build_id'])
-        self.assertLess(time.monotonic() - started, 25)
         self.assertEqual(worker.FAILED, status['state'])
         self.assertIn('ran past its timeout of 1 s', status['error'])
+        self.assertFalse(os.path.exists(mark),
+                         'make was waited for, not killed')
+        self.assertEqual([], _running(make), 'make still runs: not killed')
 
     def test_not_enough_disk_is_refused_before_compiling(self):
         spec = builds.plan('plain', config='small')
