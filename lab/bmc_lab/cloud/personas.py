@@ -27,9 +27,13 @@ from bmc_lab.cloud import layout
 from bmc_lab.cloud import profile as cloud_profile
 from bmc_lab.cloud import register
 
+#: A project that owns nodes (Ironic's node.owner) and uses none itself.
+OWNER_PROJECT = 'persona-owner'
+
 #: persona -> (scope, role, project name or None)
 PERSONAS = {
     'system reader': ('system', 'reader', None),
+    'owner member': ('project', 'member', OWNER_PROJECT),
     'lessee admin': ('project', 'admin', register.DEMO),
     'lessee reader': ('project', 'reader', register.DEMO),
     'other project member': ('project', 'member', register.OTHER_TENANT),
@@ -43,9 +47,12 @@ def _user_name(persona):
 
 
 def ensure(settings):
-    """Create the persona users and their one role each."""
+    """Create the persona users and their one role each; return the
+    owner project's id."""
     cloud = cloud_profile.loaded(settings)
     idn = register.connect(cloud).identity
+    owner = register._project(idn, OWNER_PROJECT,
+                              'Owns lab nodes (the e2e personas)')
     for persona, (scope, role_name, project_name) in PERSONAS.items():
         role = idn.find_role(role_name, ignore_missing=False)
         project = (idn.find_project(project_name, domain_id='default',
@@ -58,6 +65,7 @@ def ensure(settings):
             idn.assign_domain_role_to_user('default', user, role)
         else:
             idn.assign_project_role_to_user(project, user, role)
+    return owner.id
 
 
 def _user(idn, name, password, project):

@@ -86,6 +86,24 @@ def a_running(lab):
         settings, 'e2e-iso-a', reference, container_mode='service',
         container_rootfs=protocol.ROOTFS_NFS,
         container_command=['/bin/sleep', '3600'])
+    # The nodes are owned by another project (the owner personas' rows);
+    # Nova's deploy makes A the lessee, as Ironic does.
+    admin = cloud_profile.admin(settings)
+    owner = personas.ensure(settings)
+    cloud_nodes = list(admin.baremetal.nodes())
+    for n in cloud_nodes:
+        admin.baremetal.patch_node(n, [{'op': 'add', 'path': '/owner',
+                                        'value': owner}])
+    try:
+        return _a_running(settings, image)
+    finally:
+        tenant_job.wait_available(settings, [n.id for n in cloud_nodes])
+        for n in cloud_nodes:
+            admin.baremetal.patch_node(n, [{'op': 'remove',
+                                            'path': '/owner'}])
+
+
+def _a_running(settings, image):
     server = tenant_job.boot(settings, 'e2e-iso-a', image.id)
     node = tenant_job.node_of(settings, server.id)
     report = container_job.wait_report(settings, name=node.name,
@@ -155,7 +173,6 @@ def _personas(settings, deploy_id):
     ``{persona: (listed, report status, operator fields shown, output
     status, results status)}``; listed is the list's status when it is
     not 200."""
-    personas.ensure(settings)
     base = '/v1/runs/%s' % deploy_id
     got = {}
     for persona in ['system admin'] + list(personas.PERSONAS):
@@ -216,13 +233,12 @@ def test_other_tenant_sees_nothing_of_the_run(a_running):
 
 
 #: The trust model's table (doc/source/admin/trust-model.rst), for a run
-#: of the lessee A ("demo", the Nova server's project): listed, report,
-#: operator fields, output, results.  (The owner's rows need a node owner,
-#: which the cloud lab's nodes do not have: the unit tests' persona matrix
-#: has them, ironic_bmc/tests/unit/api/test_runs_api_personas.py.)
+#: of the lessee A ("demo", the Nova server's project) on a node another
+#: project owns: listed, report, operator fields, output, results.
 PERSONA_TABLE = {
     'system admin': (True, 200, True, 200, 200),
     'system reader': (True, 200, True, 200, 200),
+    'owner member': (True, 200, False, 403, 403),
     'lessee admin': (True, 200, False, 200, 200),
     'lessee reader': (True, 200, False, 200, 200),
     'other project member': (False, 404, False, 404, 404),
@@ -233,6 +249,8 @@ PERSONA_TABLE = {
 
 def test_each_persona_gets_what_the_trust_model_says(a_running):
     got = a_running['personas']
+    for persona, cells in got.items():
+        print('%-22s %s' % (persona, cells))
     for persona, expected in PERSONA_TABLE.items():
         assert got[persona] == expected, persona
 
