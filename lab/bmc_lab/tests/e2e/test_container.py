@@ -118,8 +118,10 @@ def test_job_runs_from_ram_and_reports(ram_job):
     assert run['power_after_undeploy'] == 'off'
 
 
-@pytest.mark.parametrize('profile,expected', [('thp-always', 'always'),
-                                              ('thp-never', 'never')])
+# (One profile: "never" is applied and read back, by the workload too,
+# in test_tenant's flavor-trait job, through the same agent code; a
+# second RAM job here showed nothing more, for a boot.)
+@pytest.mark.parametrize('profile,expected', [('thp-always', 'always')])
 def test_tunables_read_back_and_energy(ram_job, profile, expected):
     run = ram_job(profile)
     report = run['report']
