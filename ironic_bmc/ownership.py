@@ -45,8 +45,10 @@ what the owner can do here it could do through Ironic already; the run
 group scope adds the owner to its key for that reason
 (:func:`group_scope`).
 
-Whether a *request* is the operator's (:func:`is_system`) is read from
-the token: system scope, never a project that happens to be None.
+Whether a *request* is the operator's is the runs API's policy's to say
+(``ironic_bmc.api.policy``: system scope, never a project that happens
+to be None); deploy-time decisions read the node, since a deploy's later
+steps run on the agent's heartbeat contexts, not the requester's.
 """
 
 from ironic.common import exception
@@ -128,9 +130,3 @@ def group_scope(node, nova=False):
         return project
     return '%s~%s' % (project, owner)
 
-
-def is_system(context):
-    """Whether a request is the operator's: a system-scoped token (or
-    the service role with system scope).  A token without a project is
-    not the operator's."""
-    return getattr(context, 'system_scope', None) == 'all'
