@@ -62,19 +62,34 @@ def _project(value):
     return value if isinstance(value, str) and value else None
 
 
+def _decided(node):
+    """``(project or None, why)``: the rule of the module's docstring,
+    with the reason for messages."""
+    lessee = _project(node.lessee)
+    if lessee:
+        return lessee, _('the node\'s lessee')
+    if node.instance_uuid:
+        nova = _project((node.instance_info or {}).get('project_id'))
+        if nova:
+            return nova, (_('the project of instance %s')
+                          % node.instance_uuid)
+    owner = _project(node.owner)
+    if owner:
+        return owner, _('the node\'s owner')
+    return None, _('no lessee and no owner')
+
+
 def run_project(node):
     """The project a run on ``node`` is for, or None: the operator's.
 
     See the module's docstring for why these fields and this order.
     """
-    lessee = _project(node.lessee)
-    if lessee:
-        return lessee
-    if node.instance_uuid:
-        nova = _project((node.instance_info or {}).get('project_id'))
-        if nova:
-            return nova
-    return _project(node.owner)
+    return _decided(node)[0]
+
+
+def source(node):
+    """Why :func:`run_project` says what it says, for messages."""
+    return _decided(node)[1]
 
 
 def is_operators(node):
@@ -90,7 +105,7 @@ def require_operator(node, what):
     :raises: InvalidParameterValue naming ``what``, the project and what
         to do instead.
     """
-    project = run_project(node)
+    project, why = _decided(node)
     if project is None:
         return
     raise exception.InvalidParameterValue(
@@ -98,19 +113,7 @@ def require_operator(node, what):
           'project %(project)s (%(why)s); deploy it as the operator on a '
           'node with no lessee and no owner') % {
             'what': what, 'node': node.uuid, 'project': project,
-            'why': source(node)})
-
-
-def source(node):
-    """Why :func:`run_project` says what it says, for messages."""
-    if _project(node.lessee):
-        return _('the node\'s lessee')
-    if node.instance_uuid and _project(
-            (node.instance_info or {}).get('project_id')):
-        return _('the project of instance %s') % node.instance_uuid
-    if _project(node.owner):
-        return _('the node\'s owner')
-    return _('no lessee and no owner')
+            'why': why})
 
 
 def group_scope(node, nova=False):

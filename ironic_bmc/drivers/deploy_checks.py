@@ -34,14 +34,13 @@ from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import tuning
 from ironic_bmc import image_properties
 from ironic_bmc import ownership
-from ironic_bmc.drivers import wol_power
+from ironic_bmc.drivers import warm
 
 def _check_wake_on_lan(task):
     """A project's deploy on a node whose power-off cannot be proven is
     the operator's choice (``[container]wol_project_deploys``)."""
     node = task.node
-    if (not isinstance(task.driver.power, wol_power.WakeOnLanPower)
-            or CONF.container.wol_project_deploys
+    if (warm.power_proven(task) or CONF.container.wol_project_deploys
             or ownership.is_operators(node)):
         return
     raise exception.InvalidParameterValue(

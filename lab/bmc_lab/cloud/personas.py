@@ -26,6 +26,7 @@ from keystoneauth1 import adapter
 from bmc_lab.cloud import layout
 from bmc_lab.cloud import profile as cloud_profile
 from bmc_lab.cloud import register
+from bmc_lab import tenant_job
 
 #: A project that owns nodes (Ironic's node.owner) and uses none itself.
 OWNER_PROJECT = 'persona-owner'
@@ -39,8 +40,6 @@ PERSONAS = {
     'other project member': ('project', 'member', register.OTHER_TENANT),
     'domain-scoped reader': ('domain', 'reader', None),
 }
-RUNS_SERVICE = 'baremetal-container'
-
 
 def _user_name(persona):
     return 'persona-' + persona.replace(' ', '-')
@@ -58,7 +57,8 @@ def ensure(settings):
         project = (idn.find_project(project_name, domain_id='default',
                                     ignore_missing=False)
                    if project_name else None)
-        user = _user(idn, _user_name(persona), cloud.password, project)
+        user = register._user(idn, _user_name(persona), cloud.password,
+                              project)
         if scope == 'system':
             idn.assign_system_role_to_user(user, role, 'all')
         elif scope == 'domain':
@@ -66,18 +66,6 @@ def ensure(settings):
         else:
             idn.assign_project_role_to_user(project, user, role)
     return owner.id
-
-
-def _user(idn, name, password, project):
-    try:
-        return idn.find_user(name, domain_id='default',
-                             ignore_missing=False)
-    except openstack.exceptions.NotFoundException:
-        pass
-    fields = {'name': name, 'password': password, 'domain_id': 'default'}
-    if project is not None:
-        fields['default_project_id'] = project.id
-    return idn.create_user(**fields)
 
 
 def _auth(cloud, persona):
@@ -102,7 +90,7 @@ def runs_api(settings, persona):
     conn = openstack.connection.Connection(
         auth_type='password', auth=auth, region_name=layout.REGION,
         interface='public')
-    return adapter.Adapter(conn.session, service_type=RUNS_SERVICE,
+    return adapter.Adapter(conn.session, service_type=tenant_job.RUNS_SERVICE,
                            interface='public', region_name=layout.REGION)
 
 

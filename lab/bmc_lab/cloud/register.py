@@ -108,12 +108,14 @@ def _project(idn, name, description):
                                   description=description))
 
 
-def _user(idn, name, password, project):
+def _user(idn, name, password, project=None):
+    """User ``name``, made if missing (with ``project`` as its default
+    project, if given: a system- or domain-scoped user has none)."""
     user = _find(idn.find_user, name, domain_id='default')
     if user is None:
+        extra = {'default_project_id': project.id} if project else {}
         user = idn.create_user(name=name, password=password,
-                               domain_id='default',
-                               default_project_id=project.id)
+                               domain_id='default', **extra)
     return user
 
 
