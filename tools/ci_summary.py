@@ -180,6 +180,25 @@ def budget_of(phase, budgets):
     return budgets.get(phase.split(':', 1)[0])
 
 
+def slowest_named(phase, slowest, count=5):
+    """The lines that name the slowest tests behind an over-budget phase:
+    its tier's for a test tier, every tier's for the whole run."""
+    m = re.match(r'\s*tox -e (\S+)', phase)
+    if m:
+        tests = [(m.group(1), t) for t in slowest.get(m.group(1), ())]
+    elif phase == 'total':
+        tests = sorted(((tier, t) for tier, ts in slowest.items()
+                        for t in ts), key=lambda tt: -tt[1][1])
+    else:
+        return []
+    if not tests:
+        return []
+    return ['its slowest tests: ' + '; '.join(
+        '%s%s %s' % ('' if m else tier + ' ', nodeid.rsplit('::', 1)[-1],
+                     mmss(seconds))
+        for tier, (nodeid, seconds, _o, _p) in tests[:count])]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--log', required=True)
@@ -302,12 +321,8 @@ def main(argv=None):
         for name, seconds, budget in over:
             print('   %s took %s, budget %s' % (name.strip(), mmss(seconds),
                                                mmss(budget)))
-            m = re.match(r'\s*tox -e (\S+)', name)
-            tier = m.group(1) if m else None
-            if tier in slowest:
-                print('   its slowest tests: ' + '; '.join(
-                    '%s %s' % (nodeid.rsplit('::', 1)[-1], mmss(seconds))
-                    for nodeid, seconds, _o, _p in slowest[tier][:5]))
+            for line in slowest_named(name, slowest):
+                print('   ' + line)
         return 1
     if bad_skips and args.allowed_skips:
         return 1

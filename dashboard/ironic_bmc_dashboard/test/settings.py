@@ -20,6 +20,8 @@ here the plugin's ``enabled`` directory is added to the path of
 is read exactly as a copied one would be.
 """
 
+import os
+
 import openstack_dashboard.enabled
 
 import ironic_bmc_dashboard.enabled
@@ -33,3 +35,10 @@ from openstack_dashboard.test.settings import *  # noqa: E402,F403
 # run).
 LOGGING['loggers']['ironic_bmc_dashboard'] = {  # noqa: F405
     'handlers': ['test'], 'propagate': False}
+
+# JUnit of the run when tox -e dashboard runs unittest-xml-reporting's
+# runner: where the other tiers write theirs (tox sets BMC_JUNIT_DIR), for
+# .ci/run's summary.
+TEST_OUTPUT_DIR = os.environ.get('BMC_JUNIT_DIR', 'junit')
+TEST_OUTPUT_FILE_NAME = 'junit-dashboard.xml'
+TEST_OUTPUT_DESCRIPTIONS = False
