@@ -40,12 +40,15 @@ LOG = logging.getLogger(__name__)
 #: and, with the other worker's node and a browser on the same two cores,
 #: was seen to pass 150 s.  (Two tests wait it out on purpose.)
 CALLBACK_TIMEOUT = 300
+FAULTS_CALLBACK_TIMEOUT = 180
 LABS = {
     'embedded': dict(deploy_callback_timeout=CALLBACK_TIMEOUT),
     # Two vCPUs: the low-noise job partitions them.
     'runtime': dict(deploy_callback_timeout=CALLBACK_TIMEOUT, node_cpus=2),
-    # Slow artifact downloads (to act mid-download), runs lost sooner.
-    'faults': dict(deploy_callback_timeout=CALLBACK_TIMEOUT,
+    # Slow artifact downloads (to act mid-download), runs lost sooner, and
+    # a deploy whose agent is gone failed sooner (test_agent_gone_mid_deploy
+    # waits it out): the slowest agent boot of a full run was 101 s.
+    'faults': dict(deploy_callback_timeout=FAULTS_CALLBACK_TIMEOUT,
                    workload_lost_timeout=45, artifact_rate_limit='4m'),
     'scaled': dict(profile=lab_settings.PROFILE_SCALED, conductors=2,
                    deploy_callback_timeout=CALLBACK_TIMEOUT),

@@ -200,6 +200,27 @@ def _passthru(cli, name, method, args=None):
     return found.to_dict() if hasattr(found, 'to_dict') else found
 
 
+#: The running service's polls the test watches for refused heartbeats.
+POLLS_WATCHED = 3
+
+
+def _wait_for_agent_commands(lab, cursor, count, timeout=120):
+    """Until the conductor's log holds ``count`` agent commands sent to
+    node 0 after ``cursor``'s position."""
+    uuid = lab_client.get_client(lab).node.get(lab.node_name(0)).uuid
+    marker = 'Executing agent command deploy.execute_deploy_step for node %s'
+    deadline = time.monotonic() + timeout
+    while True:
+        sent = cursor.text().count(marker % uuid)
+        if sent >= count:
+            return sent
+        if time.monotonic() > deadline:
+            raise AssertionError('the conductor sent node 0\'s agent %d '
+                                 'commands in %d s, not %d'
+                                 % (sent, timeout, count))
+        time.sleep(1)
+
+
 @pytest.fixture(scope='module')
 def service_run(lab):
     image = fidelity_images.push(lab, SERVICE, repo='bmc/runtime-service')
@@ -209,10 +230,13 @@ def service_run(lab):
         protocol.II_ENV: json.dumps(dict(
             e.partition('=')[::2] for e in SERVICE.run_env))})
     container_job.wait_report(lab, states=('running',))
-    # Long enough for heartbeats (the lab's agents send one every few
-    # seconds): the agent stopped them once the deploy was over, so the
-    # conductor, which no longer knows its token, refuses none.
-    time.sleep(30)
+    polls = logcursor.Cursor(lab.log('ironic.log'))
+    # The conductor polls the running workload through agent commands,
+    # and an agent heartbeats right after each command it answers.  The
+    # agent stopped its heartbeats once the deploy was over, so across
+    # several polls the conductor, which no longer knows its token,
+    # refuses none.
+    _wait_for_agent_commands(lab, polls, POLLS_WATCHED)
     container_job.undeploy(lab)
     return {'conductor_log': conductor_log.text(),
             'power_state': nodes.bmc_power_state(lab, 0),

@@ -285,7 +285,7 @@ def test_agent_gone_mid_deploy(lab):
     nodes.virsh('suspend', _domain(lab))
     try:
         node = fault.wait_state(
-            'deploy failed', labpool.CALLBACK_TIMEOUT + 300)
+            'deploy failed', labpool.FAULTS_CALLBACK_TIMEOUT + 300)
     finally:
         nodes.virsh('destroy', _domain(lab), check=False)
     row, report = fault.finish(node)

@@ -21,9 +21,11 @@ of a privileged container).  The script starts a forger with the node's
 Python, which reads the agent's auto-TLS certificate and key, kills every
 agent process (again each time systemd restarts one) and serves the
 agent's port with that certificate, so the conductor's pinned-CA check
-passes, answering every request with 64 MiB: more than any reply the
-conductor reads (``output_max_mb`` plus ``results_max_mb`` as base64,
-about 44 MiB).  What the run may reach is its own report: the run ends
+passes, answering every request with 512 MiB: far more than any reply
+the conductor reads (``output_max_mb`` plus ``results_max_mb`` as base64,
+about 44 MiB), so a conductor that read it all would grow by more than
+the whole flood, and one that stops at its bound by less than a third of
+it.  What the run may reach is its own report: the run ends
 ``failed`` saying the node answered outside the protocol, the node is
 powered off, the conductor keeps running with its memory bounded, and an
 undeploy frees the node.
@@ -42,6 +44,11 @@ from bmc_lab import procs
 #: Where the agent stages the container's root (the overlay's merged
 #: tree): the image's files, as the node's own namespaces see them.
 NODE_ROOT = '/var/lib/bmc/root'
+
+#: The conductor's growth (MiB) that tells a read stopped at its bound
+#: (about 44 MiB, and a copy or two) from a read of the whole 512 MiB
+#: flood the forger sends.
+FLOOD_BOUND_MIB = 160
 
 HOSTILE = b"""#!/bin/sh
 # Wait for the deploy to end (the conductor then only polls).
@@ -69,7 +76,7 @@ import threading
 import time
 
 TLS = '/run/ironic-python-agent'
-FLOOD = 64 << 20
+FLOOD = 512 << 20
 
 
 def kill_agents():
@@ -193,9 +200,11 @@ def test_forged_replies_end_the_run_not_the_conductor(hostile_run):
     assert hostile_run['last_error'] == report['error']
     assert hostile_run['power'] == 'off'
     # The conductor kept running, and read no more of the flood than its
-    # bound (a 64 MiB reply; the bound is about 44 MiB).
+    # bound: a 512 MiB reply, of which it may hold its bound (about
+    # 44 MiB) and a copy or two; reading it all would take 512 MiB.
     assert hostile_run['pids_after'] == hostile_run['pids_before']
     assert len(hostile_run['pids_before']) >= 2   # the service's workers
     assert (hostile_run['peak_mib'] - hostile_run['rss_before_mib']
-            < 200), hostile_run
+            < FLOOD_BOUND_MIB), hostile_run
+
     assert hostile_run['state_after_undeploy'] == 'available'

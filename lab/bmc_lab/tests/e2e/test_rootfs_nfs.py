@@ -33,6 +33,7 @@ from bmc_lab import content_servers
 from bmc_lab import ironic_conf
 from bmc_lab import nodes
 from bmc_lab import procs
+from bmc_lab.tests.e2e import boot_count
 from bmc_common import protocol
 
 
@@ -112,12 +113,18 @@ def test_job_runs_from_the_nfs_export(nfs_job):
 def test_server_down_fails_before_power_on(lab):
     image = container_job.push_demo_image(lab)
     assert procs.stop(lab, 'nfs-ganesha')
+    # The node's QEMU starts so far: libvirt logs each power-on.
+    started = boot_count.boots()
+    assert started is not None
     try:
         watcher = container_job.deploy(lab, image, mode=protocol.MODE_JOB,
                                        extra=NFS, wait=False)
         node = watcher.wait('deploy failed', 120)
         assert 'nfs-ganesha' in node.last_error, node.last_error
         assert '[container]nfs_pid_file' in node.last_error
+        # Refused before the node was ever powered on, not switched off
+        # by the clean-up after a boot.
+        assert boot_count.boots() == started
         assert nodes.bmc_power_state(lab, 0) == 'off'
     finally:
         content_servers.start_nfs(lab)
