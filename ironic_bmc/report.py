@@ -36,7 +36,7 @@ from ironic_bmc import run_store
 
 INTERNAL_KEY = 'bmc_run_report'
 #: States of a run that has ended: nothing more is recorded.
-FINAL_STATES = ('finished', 'undeployed', 'failed')
+FINAL_STATES = protocol.RUN_FINAL_STATES
 
 
 def new(node, container):
@@ -58,7 +58,7 @@ def new(node, container):
         'ramdisk': None,
         'kernel_modules': None,
         'artifact': None,
-        'state': 'deploying',
+        'state': protocol.RUN_DEPLOYING,
         'workload_exit_code': None,
         'output_tail': '',
         'error': None,

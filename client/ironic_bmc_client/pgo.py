@@ -27,6 +27,8 @@ import json
 import os
 import time
 
+from bmc_common import protocol
+
 #: The two cells of the comparison, and the sweep's names for them.
 PLAIN = 'plain'
 PGO = 'pgo'
@@ -112,7 +114,7 @@ def check_profile(report):
     :raises: PgoError when the run failed or kept no profile.
     """
     section = report.get('kernel_profile') or {}
-    if report.get('state') != 'finished' or report.get(
+    if report.get('state') != protocol.RUN_FINISHED or report.get(
             'workload_exit_code') != 0:
         raise PgoError('the profiling run %s did not finish cleanly (state '
                        '%s, exit code %s): %s' % (

@@ -38,6 +38,8 @@ import os
 import re
 import statistics
 
+from bmc_common import protocol
+
 #: Columns of a run in the CSV, in order.
 RUN_FIELDS = ('kernel', 'profile', 'size', 'repeat', 'node', 'deploy_id',
               'state', 'exit_code', 'metric', 'workload_s', 't_ready_s',
@@ -214,7 +216,8 @@ def record(report, cell, repeat, metric, error=None):
 
 
 def ok(row):
-    return row.get('state') == 'finished' and row.get('exit_code') == 0
+    return (row.get('state') == protocol.RUN_FINISHED
+            and row.get('exit_code') == 0)
 
 
 def _median(rows, field):

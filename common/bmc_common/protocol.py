@@ -213,6 +213,14 @@ Returns ``{"state": "running"|"exited"|"absent", "exit_code": int|None,
 "error", ...}``, the background fetch so far (epoch seconds).
 """
 
+#: A workload status's ``state`` (STEP_WORKLOAD_STATUS, STEP_STOP_WORKLOAD):
+#: it runs, it ended (``exit_code`` says how), or the agent knows of none
+#: (the node rebooted, or the agent restarted without it).
+WORKLOAD_RUNNING = 'running'
+WORKLOAD_EXITED = 'exited'
+WORKLOAD_ABSENT = 'absent'
+WORKLOAD_STATES = (WORKLOAD_RUNNING, WORKLOAD_EXITED, WORKLOAD_ABSENT)
+
 STEP_STOP_WORKLOAD = 'bmc_stop_workload'
 """Stop the workload: its StopSignal, then SIGKILL to its whole cgroup
 after ``grace`` seconds; ``reason`` (one of STOP_REASONS) is recorded.
@@ -306,6 +314,20 @@ KARG_ROOTFS_MODE = 'bmc.rootfs'
 # --- run report --------------------------------------------------------------
 
 REPORT_VERSION = 1
+
+# A run's ``state`` (its report's and its group's), in the order a run
+# goes through them.  A run in one of RUN_FINAL_STATES never changes again.
+RUN_DEPLOYING = 'deploying'
+RUN_RUNNING = 'running'
+#: The workload ended; the conductor collects what it left.
+RUN_EXITED = 'exited'
+#: A job that ran to its end.
+RUN_FINISHED = 'finished'
+#: A run ended by an undeploy.
+RUN_UNDEPLOYED = 'undeployed'
+RUN_FAILED = 'failed'
+RUN_FINAL_STATES = (RUN_FINISHED, RUN_UNDEPLOYED, RUN_FAILED)
+RUN_STATES = (RUN_DEPLOYING, RUN_RUNNING, RUN_EXITED) + RUN_FINAL_STATES
 
 # Stage names, in the order they happen.
 STAGE_ARTIFACT_READY = 'artifact-ready'

@@ -120,7 +120,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
                          boot_times=False, **kwargs):
         """Download, verify and mount the rootfs (protocol step)."""
         times = _boot_times(boot_times)
-        if self.supervisor.status()['state'] == 'running':
+        if self.supervisor.status()['state'] == protocol.WORKLOAD_RUNNING:
             raise errors.DeploymentError(
                 '%s: a workload is running; stop it before staging a new '
                 'rootfs' % protocol.STEP_STAGE_ROOTFS)
@@ -147,7 +147,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
 
     def _idle(self):
         """Refuse to touch what a running workload uses."""
-        if self.supervisor.status()['state'] == 'running':
+        if self.supervisor.status()['state'] == protocol.WORKLOAD_RUNNING:
             raise workload.WorkloadError('a workload is running; stop it '
                                          'first')
 
@@ -242,7 +242,8 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         stream = rootfs_stream.progress(staging.BASE)
         if stream is not None:
             status['stream'] = stream
-        if status['state'] == 'exited' and status.get('exit_code'):
+        if (status['state'] == protocol.WORKLOAD_EXITED
+                and status.get('exit_code')):
             problem = rootfs_verity.integrity_problem()
             if problem:
                 status['integrity'] = problem
@@ -269,7 +270,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
 
         No prompt heartbeat when it ends (the conductor waits for its
         result itself, and the agent is about to be replaced)."""
-        if self.supervisor.status()['state'] == 'running':
+        if self.supervisor.status()['state'] == protocol.WORKLOAD_RUNNING:
             raise errors.DeploymentError(
                 '%s: a workload is running; a warm agent never kexecs '
                 'next to one' % protocol.STEP_KEXEC_LOAD)
@@ -302,11 +303,11 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         (protocol step); refused while it runs."""
         name = protocol.STEP_COLLECT_OUTPUT
         status = self.supervisor.status()
-        if status['state'] == 'running':
+        if status['state'] == protocol.WORKLOAD_RUNNING:
             raise errors.DeploymentError(
                 '%s: the workload is running; its output and results are '
                 'collected once it has exited' % name)
-        if status['state'] == 'absent':
+        if status['state'] == protocol.WORKLOAD_ABSENT:
             raise errors.DeploymentError('%s: no workload ran here' % name)
         if (not isinstance(results, (list, type(None)))
                 or not all(isinstance(p, str) and p.startswith('/')
@@ -336,7 +337,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
         """Return the kernel's gcov counters (protocol step); refused
         while the workload runs."""
         name = protocol.STEP_COLLECT_KERNEL_PROFILE
-        if self.supervisor.status()['state'] == 'running':
+        if self.supervisor.status()['state'] == protocol.WORKLOAD_RUNNING:
             raise errors.DeploymentError(
                 '%s: the workload is running; the profile is read once it '
                 'has exited' % name)
@@ -363,7 +364,7 @@ class BmcContainerHardwareManager(hardware.HardwareManager):
     def bmc_noise_probe(self, node, ports, cpus=None, duration=None,
                         threshold_us=None, **kwargs):
         """Measure OS noise on each CPU (protocol step)."""
-        if self.supervisor.status()['state'] == 'running':
+        if self.supervisor.status()['state'] == protocol.WORKLOAD_RUNNING:
             raise errors.DeploymentError(
                 '%s: a workload is running; the probe would compete with it '
                 'for the CPUs' % protocol.STEP_NOISE_PROBE)

@@ -321,7 +321,7 @@ class Supervisor(workload_stop.StopMixin):
         with self.lock:
             record = self.record
             if not record:
-                return {'state': 'absent', 'exit_code': None,
+                return {'state': protocol.WORKLOAD_ABSENT, 'exit_code': None,
                         'output_tail': '', 'stages': []}
             running = self._running()
         if not running:
@@ -334,7 +334,8 @@ class Supervisor(workload_stop.StopMixin):
                 record['exit_code'] = self.proc.wait()
                 record['ended'] = time.time()
                 self._save()
-            state = 'running' if running else 'exited'
+            state = (protocol.WORKLOAD_RUNNING if running
+                     else protocol.WORKLOAD_EXITED)
             if record.get('rapl'):
                 energy = record['rapl']
             elif self.meter is not None:

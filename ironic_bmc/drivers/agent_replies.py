@@ -194,7 +194,7 @@ def integer(node, value, what, minimum=0):
 STATUS_MAX_BYTES = 64 * 1024
 #: Characters of a free-text field of a status (errors, reasons).
 TEXT_MAX = 2000
-WORKLOAD_STATES = ('running', 'exited', 'absent')
+WORKLOAD_STATES = protocol.WORKLOAD_STATES
 
 
 def _number(node, value, what):

@@ -355,7 +355,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         # The agent holds the configdrive now.
         configdrive.unpublish(task)
         agent_calls.remember(node)
-        run_report.update(node, run_report.get(node), state='running')
+        run_report.update(node, run_report.get(node),
+                          state=protocol.RUN_RUNNING)
         # (Ironic saves the node as the deploy ends, before the first
         # check armed below reads it.)
         # Ironic forgets the agent's token once the deploy is over, and

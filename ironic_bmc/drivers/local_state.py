@@ -84,7 +84,7 @@ def _serving(node):
     running workload: a take-over moves the node's management, not its
     root, which stays exported from here until the run ends."""
     report = run_report.get(node) or {}
-    return (report.get('state') == 'running'
+    return (report.get('state') == protocol.RUN_RUNNING
             and report.get('rootfs') == protocol.ROOTFS_NFS)
 
 
@@ -161,14 +161,15 @@ def take_over(task):
     """
     node = task.node
     report = run_report.get(node)
-    if not report or report.get('state') not in ('running', 'exited'):
+    if not report or report.get('state') not in (protocol.RUN_RUNNING,
+                                                  protocol.RUN_EXITED):
         return
     info = node.driver_internal_info.get(step_hooks.DEPLOY_KEY) or {}
     boot_files.prepare(task, deploy_utils.build_agent_options(node),
                        extra_kernel_args=info.get('kernel_args') or ())
     fields = {'takeovers': list(report.get('takeovers') or []) + [
         {'conductor': CONF.host, 'time': time.time()}]}
-    if report.get('state') == 'running':
+    if report.get('state') == protocol.RUN_RUNNING:
         unavailable = energy.start(node)
         if unavailable:
             fields['energy'] = unavailable

@@ -104,7 +104,7 @@ def record_exit(task, status, failure=None):
         start = started.get('end', end)
     run_report.add_stage(node, report, protocol.STAGE_WORKLOAD_EXITED,
                          start, end)
-    run_report.update(node, report, state='exited',
+    run_report.update(node, report, state=protocol.RUN_EXITED,
                       workload_exit_code=status.get('exit_code'),
                       output_tail=status.get('output_tail', ''))
     LOG.info('Workload on node %(node)s exited with code %(code)s',
@@ -128,11 +128,11 @@ def record_exit(task, status, failure=None):
         run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
                              t_off, time.time())
         finish_energy(node, report, status)
-        run_report.update(node, report, state='failed'
+        run_report.update(node, report, state=protocol.RUN_FAILED
                           if failed or timeout or refused
-                          else 'finished')
+                          else protocol.RUN_FINISHED)
     elif failure:
-        run_report.update(node, report, state='failed')
+        run_report.update(node, report, state=protocol.RUN_FAILED)
     if refused:
         manager_utils.node_history_record(node, event=refused,
                                           event_type='monitoring',
@@ -276,7 +276,7 @@ def _record_final(node, report, status):
     fields = {'output_tail': status.get('output_tail', '')}
     if status.get('stop'):
         fields['stop'] = status['stop']
-    if status.get('state') == 'exited':
+    if status.get('state') == protocol.WORKLOAD_EXITED:
         fields['workload_exit_code'] = status.get('exit_code')
         exited = {s['name']: s for s in status.get('stages') or []}.get(
             protocol.STAGE_WORKLOAD_EXITED)
@@ -294,7 +294,7 @@ def close(task):
         return
     state = report.get('state')
     status = refused = None
-    if state == 'running' and agent_calls.reachable(node):
+    if state == protocol.RUN_RUNNING and agent_calls.reachable(node):
         try:
             status = stop_workload(task)
         except agent_replies.AgentReplyInvalid as exc:
@@ -302,28 +302,28 @@ def close(task):
             LOG.error('%s; powering the node off', refused)
     if status:
         _record_final(node, report, status)
-        if status.get('state') == 'exited':
+        if status.get('state') == protocol.WORKLOAD_EXITED:
             refused = collect(task, report)
     t_off = time.time()
     if node.power_state != states.POWER_OFF:
         # (A failed deploy's clean-up runs before DEPLOYFAIL: its reason
         # must outlive the power action.)
         node_boot.power_off_keeping_error(task)
-    if state == 'deploying':
+    if state == protocol.RUN_DEPLOYING:
         # A deploy that failed or was aborted; Ironic has recorded why in
         # last_error (node history) before cleaning up.
         if report['stages']:
             run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
                                  t_off, time.time())
         energy.stop(node)
-        run_report.update(node, report, state='failed',
+        run_report.update(node, report, state=protocol.RUN_FAILED,
                           error=node.last_error
                           or _('the deploy was aborted'))
     else:
         run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF,
                              t_off, time.time())
         finish_energy(node, report, status)
-        run_report.update(node, report, state='undeployed')
+        run_report.update(node, report, state=protocol.RUN_UNDEPLOYED)
         if refused:
             run_report.update(node, report, error=refused)
     node.save()

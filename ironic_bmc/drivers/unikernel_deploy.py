@@ -38,6 +38,7 @@ from ironic.drivers import base
 from ironic.drivers.modules import boot_mode_utils
 from oslo_log import log
 
+from bmc_common import protocol
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import node_boot
 from ironic_bmc.drivers import unikernel_console
@@ -103,7 +104,8 @@ class UnikernelDeploy(base.DeployInterface):
         try:
             unikernel_run.stage_boot(task, info)
         except exception.IronicException as exc:
-            run_report.update(node, report, state='failed', error=str(exc))
+            run_report.update(node, report, state=protocol.RUN_FAILED,
+                              error=str(exc))
             raise exception.InstanceDeployFailure(
                 _('Cannot stage unikernel %(image)s for node %(node)s: '
                   '%(err)s') % {'image': info.image, 'node': node.uuid,

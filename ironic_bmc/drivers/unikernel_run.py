@@ -106,7 +106,7 @@ def start(task, info, report):
         'deadline': powered + info.timeout,
         'timeout': info.timeout,
     })
-    run_report.update(node, report, state='running')
+    run_report.update(node, report, state=protocol.RUN_RUNNING)
     watch(task.context, node.uuid, report['deploy_id'])
 
 
@@ -236,8 +236,9 @@ def _close(task, run, text, console, restarted, undeploying=False):
     data = text.encode('utf-8')
     run_report.update(
         node, report,
-        state=('undeployed' if cut_short
-               else 'failed' if error else 'finished'),
+        state=(protocol.RUN_UNDEPLOYED if cut_short
+               else protocol.RUN_FAILED if error
+               else protocol.RUN_FINISHED),
         error=error,
         workload_exit_code=console.exit_code,
         output_tail=data[-protocol.OUTPUT_TAIL_BYTES:].decode(

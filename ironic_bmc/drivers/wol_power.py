@@ -60,6 +60,7 @@ from oslo_log import log
 from oslo_utils import netutils
 import tenacity
 
+from bmc_common import protocol
 from ironic_bmc import wol
 from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
@@ -82,7 +83,7 @@ AGENT_FIELDS = ('agent_url', 'agent_secret_token', 'agent_verify_ca')
 GONE_POLL = 2.0
 #: Run report states in which the container deploy watches the agent
 #: (a silent one ends the run "lost", so it is up).
-_WATCHED_RUN_STATES = ('running', 'exited')
+_WATCHED_RUN_STATES = (protocol.RUN_RUNNING, protocol.RUN_EXITED)
 _TASK_ATTR = 'bmc_wol_agent'
 
 

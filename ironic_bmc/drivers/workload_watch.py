@@ -84,7 +84,7 @@ FILTERS = {'provision_state': states.ACTIVE, 'reserved': False,
 
 def running(node):
     """... and of those, the ones whose run is on (its predicate)."""
-    return (run_report.get(node) or {}).get('state') == 'running'
+    return (run_report.get(node) or {}).get('state') == protocol.RUN_RUNNING
 
 
 def watched(node):
@@ -273,11 +273,11 @@ def _check(task):
     else:
         _unanswered.pop(key, None)
         state = status.get('state')
-        if state == 'running' and not stream_report.news(
+        if state == protocol.WORKLOAD_RUNNING and not stream_report.news(
                 run_report.get(node), status):
             return
         reason = None
-        if state not in ('exited', 'running'):
+        if state not in (protocol.WORKLOAD_EXITED, protocol.WORKLOAD_RUNNING):
             reason = (_('the agent on the node no longer knows the workload '
                         '(state %(state)s): the node rebooted or the agent '
                         'restarted') % {'state': state})
@@ -287,7 +287,7 @@ def _check(task):
     report = run_report.get(task.node)
     if (task.node.provision_state != states.ACTIVE or not report
             or report.get('deploy_id') != deploy_id
-            or report.get('state') != 'running'):
+            or report.get('state') != protocol.RUN_RUNNING):
         LOG.info('Node %(node)s changed while its workload state was read; '
                  'not recording anything', {'node': task.node.uuid})
         _unanswered.pop(key, None)
@@ -295,7 +295,7 @@ def _check(task):
     _unanswered.pop(key, None)
     if status is not None:
         stream_report.record(task.node, report, status)
-    if reason is None and status.get('state') == 'running':
+    if reason is None and status.get('state') == protocol.WORKLOAD_RUNNING:
         # The stream's image became local (or its background fetch
         # failed) while the workload runs on.
         task.node.save()
@@ -322,7 +322,7 @@ def _end_with_group(task, deploy_id, ended):
     report = run_report.get(node)
     if (node.provision_state != states.ACTIVE or not report
             or report.get('deploy_id') != deploy_id
-            or report.get('state') != 'running'):
+            or report.get('state') != protocol.RUN_RUNNING):
         return
     why = (_('run group %(group)s ended: %(reason)s')
            % {'group': (report.get('group') or {}).get('name'),
@@ -336,7 +336,7 @@ def _end_with_group(task, deploy_id, ended):
         status = run_close.stop_workload(task, reason=protocol.STOP_REQUEST)
     except agent_replies.AgentReplyInvalid as exc:
         LOG.error('%s', exc)
-    if status and status.get('state') == 'exited':
+    if status and status.get('state') == protocol.WORKLOAD_EXITED:
         stream_report.record(node, report, status)
         # (The failure is recorded with the exit: no reader sees the run
         # "finished" first.)
@@ -366,7 +366,7 @@ def record_lost(task, reason):
     run_report.add_stage(node, report, protocol.STAGE_POWERED_OFF, t_off,
                          time.time())
     energy.stop(node)
-    run_report.update(node, report, state='failed', error=message)
+    run_report.update(node, report, state=protocol.RUN_FAILED, error=message)
     # last_error, and the node's history (a power sync clears the former).
     manager_utils.node_history_record(node, event=message,
                                       event_type='monitoring', error=True)

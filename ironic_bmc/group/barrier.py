@@ -39,6 +39,7 @@ from ironic.conductor import task_manager
 from ironic.conductor import utils as manager_utils
 from oslo_log import log
 
+from bmc_common import protocol
 from ironic_bmc.conf import CONF
 from ironic_bmc.group import keys
 from ironic_bmc.group import members
@@ -204,7 +205,7 @@ def _start(task, rec, found, now):
         'barrier': {'staged_at': round(rec['staged_at'], 3),
                     'released_at': round(now, 3),
                     'waited_s': round(now - rec['staged_at'], 3)},
-        'state': 'running'})
+        'state': protocol.RUN_RUNNING})
     LOG.info('Run group %(group)s (%(id)s) complete: node %(node)s is '
              'rank %(rank)d of %(size)d', {
                  'group': rec['key'], 'id': plan['id'], 'node': node.uuid,

@@ -122,7 +122,7 @@ def undeploy_others(task, key, plan):
 def _ending(rec, report):
     """``(ends the group, ends it well)`` for a member whose run ended."""
     code = report.get('workload_exit_code')
-    ok = report.get('state') == 'finished' and code == 0
+    ok = report.get('state') == protocol.RUN_FINISHED and code == 0
     if rec.get('launcher') == protocol.GROUP_LAUNCHER_SSH:
         return True, ok and rec.get('rank') == 0
     return not ok, ok
@@ -144,7 +144,7 @@ def run_ended(task, by_group=False):
     why = (_('rank %(rank)d (%(node)s) %(how)s') % {
         'rank': rec['rank'], 'node': members.label(node),
         'how': (_('exited with code %s') % report.get('workload_exit_code')
-                if report.get('state') == 'finished'
+                if report.get('state') == protocol.RUN_FINISHED
                 else (report.get('error') or report.get('state')))})
     rec.update(state=members.ENDED, ended={
         'at': time.time(), 'ends_group': ends, 'ok': ok,

@@ -22,10 +22,11 @@ without its numbers (``"report": "elsewhere"``).
 from ironic.common import exception
 from ironic.common.i18n import _
 
+from bmc_common import protocol
 from ironic_bmc.api import views
 from ironic_bmc import report as run_report
 
-FINAL = ('finished', 'failed', 'undeployed')
+FINAL = protocol.RUN_FINAL_STATES
 
 
 def _energy(report):
@@ -81,11 +82,13 @@ def build(report):
     if len(known) < len(rows):
         state = 'partial'
     elif not states <= set(FINAL):
-        state = 'running'
-    elif 'failed' in states or (ended_by and not ended_by.get('ok')):
-        state = 'failed'
+        state = protocol.RUN_RUNNING
+    elif (protocol.RUN_FAILED in states
+          or (ended_by and not ended_by.get('ok'))):
+        state = protocol.RUN_FAILED
     else:
-        state = 'finished' if states == {'finished'} else 'undeployed'
+        state = (protocol.RUN_FINISHED if states == {protocol.RUN_FINISHED}
+                 else protocol.RUN_UNDEPLOYED)
     energies = [r['energy_j'] for r in known if r['energy_j'] is not None]
     ready = [r for r in known if r['t_ready_s'] is not None]
     slowest = max(ready, key=lambda r: r['t_ready_s']) if ready else None

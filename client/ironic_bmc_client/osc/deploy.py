@@ -185,7 +185,7 @@ def _ready(report):
     if state in runs.FINAL_STATES:
         return True
     return (report.get('mode') != protocol.MODE_JOB
-            and state in ('running', 'exited'))
+            and state in (protocol.RUN_RUNNING, protocol.RUN_EXITED))
 
 
 def instance_info_patch(parsed_args):

@@ -136,8 +136,9 @@ class RunGroup(command.ShowOne):
                        if requested else '', exc))
             requested.append(node)
         if parsed_args.no_wait:
-            return group_rows({'name': parsed_args.name, 'state':
-                               'deploying', 'size': len(nodes)})
+            return group_rows({'name': parsed_args.name,
+                               'state': protocol.RUN_DEPLOYING,
+                               'size': len(nodes)})
         for node in nodes:
             deploy.wait_for_run(self.app, node, previous[node.uuid],
                                 parsed_args.timeout, parsed_args.interval)

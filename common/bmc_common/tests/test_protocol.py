@@ -148,3 +148,58 @@ def test_every_field_the_conductor_writes_is_described():
                     written.add(node.slice.value)
     assert len(written) > 20, written
     assert written <= documented, sorted(written - documented)
+
+
+def test_run_states_are_the_reference_and_the_conductor_writes_only_them():
+    """A run's states have one definition (protocol.RUN_*): the report
+    reference names each, and every ``state=`` the conductor writes with
+    ``run_report.update`` is one of them, never a bare string."""
+    field = next(f for f in reference.REPORT_FIELDS if f.name == 'state')
+    for state in protocol.RUN_STATES:
+        assert '``%s``' % state in field.description, state
+    assert set(protocol.RUN_FINAL_STATES) < set(protocol.RUN_STATES)
+    spec = importlib.util.find_spec('ironic_bmc')
+    root = list(spec.submodule_search_locations)[0]
+    written = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in ('tests',
+                                                         '__pycache__')]
+        for name in filenames:
+            if not name.endswith('.py'):
+                continue
+            with open(os.path.join(dirpath, name)) as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == 'update'
+                        and getattr(node.func.value, 'id', None)
+                        == 'run_report'):
+                    continue
+                for kw in node.keywords:
+                    if kw.arg != 'state':
+                        continue
+                    leaves = [kw.value.body, kw.value.orelse] if isinstance(
+                        kw.value, ast.IfExp) else [kw.value]
+                    while any(isinstance(v, ast.IfExp) for v in leaves):
+                        leaves = [x for v in leaves for x in (
+                            [v.body, v.orelse] if isinstance(v, ast.IfExp)
+                            else [v])]
+                    for leaf in leaves:
+                        where = '%s:%d' % (name, node.lineno)
+                        assert (isinstance(leaf, ast.Attribute)
+                                and getattr(leaf.value, 'id', None)
+                                == 'protocol'
+                                and leaf.attr.startswith('RUN_')), where
+                        written.append(getattr(protocol, leaf.attr))
+    assert set(written) >= {protocol.RUN_RUNNING, protocol.RUN_EXITED,
+                            protocol.RUN_FAILED, protocol.RUN_FINISHED,
+                            protocol.RUN_UNDEPLOYED}, written
+    assert set(written) <= set(protocol.RUN_STATES)
+
+
+def test_the_agents_workload_states_are_the_conductors():
+    """The workload status the agent returns and the conductor accepts
+    (agent_replies) come from one list."""
+    from ironic_bmc.drivers import agent_replies
+    assert agent_replies.WORKLOAD_STATES is protocol.WORKLOAD_STATES
