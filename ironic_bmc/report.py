@@ -28,11 +28,10 @@ import threading
 import time
 import uuid
 
-from ironic.conf import CONF
-
 from bmc_common import protocol
 from ironic_bmc import ownership
 from ironic_bmc import run_store
+from ironic_bmc.conf import CONF
 
 INTERNAL_KEY = 'bmc_run_report'
 #: States of a run that has ended: nothing more is recorded.

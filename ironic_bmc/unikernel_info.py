@@ -26,10 +26,10 @@ import urllib.parse
 
 from ironic.common import exception
 from ironic.common.i18n import _
-from ironic.conf import CONF
 
 from bmc_common import protocol
 from ironic_bmc import ownership
+from ironic_bmc.conf import CONF
 
 #: instance_info keys that need the agent (or a container), refused.
 AGENT_KEYS = ('kernel', 'ramdisk', 'kernel_modules', 'configdrive')

@@ -54,13 +54,13 @@ from ironic.common import image_service
 from ironic.common import pxe_utils
 from ironic.common import utils
 from ironic.conductor import utils as manager_utils
-from ironic.conf import CONF
 from ironic.drivers import utils as driver_utils
 from oslo_log import log
 import tenacity
 
 from ironic_bmc import image_properties
 from ironic_bmc import ownership
+from ironic_bmc.conf import CONF
 
 LOG = log.getLogger(__name__)
 

@@ -22,9 +22,9 @@ only when the operator asks for it.
 
 from ironic.common import faults
 from ironic.conductor import utils as manager_utils
-from ironic.conf import CONF
 from ironic.drivers.modules import deploy_utils
 
+from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import warm
 

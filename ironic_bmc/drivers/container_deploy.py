@@ -40,7 +40,6 @@ from ironic.common.i18n import _
 from ironic.common import states
 from ironic.conductor import deployments
 from ironic.conductor import utils as manager_utils
-from ironic.conf import CONF
 from ironic.drivers import base
 from ironic.drivers.modules import agent_base
 from oslo_log import log
@@ -48,6 +47,7 @@ from oslo_log import log
 from ironic_bmc import deploy_info
 from ironic_bmc import stream_cache
 from ironic_bmc import image_properties
+from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import boot_report

@@ -22,10 +22,10 @@ is staged or written; the Glance image is read once per task
 
 from ironic.common import exception
 from ironic.common.i18n import _
-from ironic.conf import CONF
 from ironic.drivers.modules import deploy_utils
 
 from bmc_common import protocol
+from ironic_bmc.conf import CONF
 from ironic_bmc.group import info as group_info
 from ironic_bmc import deploy_info
 from ironic_bmc.drivers import boot_files

@@ -19,9 +19,9 @@ releasing what this conductor holds for nodes that left it.
 
 from ironic.common import states
 from ironic.conductor import periodics
-from ironic.conf import CONF
 from oslo_log import log
 
+from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import local_state
 from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.drivers import workload_watch

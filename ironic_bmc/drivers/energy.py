@@ -26,9 +26,9 @@ section says so from the start (``bmc: "unavailable: no BMC
 agent's RAPL measurement alone, added when the run ends.
 """
 
-from ironic.conf import CONF
 from oslo_log import log
 
+from ironic_bmc.conf import CONF
 from ironic_bmc.power import energy
 from ironic_bmc.power import readers
 from ironic_bmc.power import sampler

@@ -38,10 +38,10 @@ import secrets
 from ironic.common import exception
 from ironic.common.i18n import _
 from ironic.conductor import utils as manager_utils
-from ironic.conf import CONF
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.kernel import artifact

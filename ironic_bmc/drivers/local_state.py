@@ -32,11 +32,11 @@ import time
 from ironic.common import exception
 from ironic.common import states
 from ironic.conductor import task_manager
-from ironic.conf import CONF
 from ironic.drivers.modules import deploy_utils
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import rootfs

@@ -19,11 +19,11 @@ import urllib.parse
 from ironic.common import context as ironic_context
 from ironic.common import exception
 from ironic.common.i18n import _
-from ironic.conf import CONF
 from ironic import objects
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.image import cache as artifact_cache
 from ironic_bmc.image import exceptions as image_exc

@@ -12,10 +12,10 @@ one database write per step less, on the path every deploy takes.
 
 import time
 
-from ironic.conf import CONF
 from ironic.drivers.modules import agent_base
 
 from bmc_common import protocol
+from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import boot_http_log
 from ironic_bmc.drivers import boot_report
 from ironic_bmc.drivers import configdrive

@@ -29,11 +29,11 @@ import json
 
 from ironic.common import exception
 from ironic.common.i18n import _
-from ironic.conf import CONF
 from ironic import objects
 
 from bmc_common import protocol
 from ironic_bmc import image_properties
+from ironic_bmc.conf import CONF
 from bmc_common.tunables import profiles
 from bmc_common.tunables import schema
 

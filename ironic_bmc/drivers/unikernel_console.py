@@ -28,10 +28,11 @@ import re
 
 from ironic.common import exception
 from ironic.common.i18n import _
-from ironic.conf import CONF
 
 from bmc_common import noise_cycles
 from bmc_common import protocol
+
+from ironic_bmc.conf import CONF
 
 #: What a node name may be to be put into a path.
 SAFE_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._-]*$')

@@ -33,12 +33,12 @@ from ironic.common.i18n import _
 from ironic.common import states
 from ironic.conductor import periodics
 from ironic.conductor import utils as manager_utils
-from ironic.conf import CONF
 from ironic.drivers import base
 from ironic.drivers.modules import boot_mode_utils
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import node_boot
 from ironic_bmc.drivers import unikernel_console

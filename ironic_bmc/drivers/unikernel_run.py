@@ -30,10 +30,10 @@ from ironic.common import pxe_utils
 from ironic.common import states
 from ironic.conductor import task_manager
 from ironic.conductor import utils as manager_utils
-from ironic.conf import CONF
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import unikernel_console

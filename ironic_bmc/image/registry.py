@@ -31,9 +31,9 @@ import json
 import requests
 from ironic.common import exception as ironic_exc
 from ironic.common import oci_registry
-from ironic.conf import CONF
 from oslo_log import log
 
+from ironic_bmc.conf import CONF
 from ironic_bmc.image import egress
 from ironic_bmc.image import exceptions as exc
 

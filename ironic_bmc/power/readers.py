@@ -25,12 +25,13 @@ import threading
 import types
 
 from ironic.common import exception
-from ironic.conf import CONF
 from ironic.drivers.modules import ipmitool
 from oslo_concurrency import processutils
 from ironic.drivers.modules.redfish import utils as redfish_utils
 from oslo_log import log
 from sushy import exceptions as sushy_exc
+
+from ironic_bmc.conf import CONF
 
 LOG = log.getLogger(__name__)
 

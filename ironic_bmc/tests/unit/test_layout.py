@@ -1,0 +1,49 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The house rules of the conductor plugin's modules, checked on their
+source: one way to reach the configuration."""
+
+import ast
+import os
+
+import ironic_bmc
+
+ROOT = os.path.dirname(os.path.abspath(ironic_bmc.__file__))
+
+
+def _modules():
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        dirnames[:] = [d for d in dirnames if d not in ('tests',
+                                                         '__pycache__')]
+        for name in sorted(filenames):
+            if name.endswith('.py'):
+                path = os.path.join(dirpath, name)
+                with open(path) as f:
+                    yield os.path.relpath(path, ROOT), ast.parse(f.read())
+
+
+def test_conf_is_read_through_the_plugins_module():
+    """``ironic_bmc.conf`` registers the ``[container]`` options when it is
+    imported: a module that took Ironic's CONF directly would read them
+    only if something else had imported ours first."""
+    direct = []
+    for path, tree in _modules():
+        if path == 'conf.py':
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.ImportFrom)
+                    and node.module == 'ironic.conf'
+                    and any(a.name == 'CONF' for a in node.names)):
+                direct.append('%s:%d' % (path, node.lineno))
+    assert direct == [], ('import CONF from ironic_bmc.conf instead: %s'
+                          % ', '.join(direct))
