@@ -171,3 +171,15 @@ def load(node_uuid, deploy_id=None):
         except FileNotFoundError:
             return None
     return None
+
+
+def t_ready(report):
+    """Seconds from the deploy request (the report's creation) to the
+    workload's start, or None before it starts."""
+    for stage in report.get('stages') or ():
+        if stage.get('name') == protocol.STAGE_WORKLOAD_STARTED:
+            try:
+                return round(stage['end'] - report['created'], 3)
+            except (KeyError, TypeError):
+                return None
+    return None

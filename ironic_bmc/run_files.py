@@ -28,8 +28,8 @@ import time
 from ironic.common import exception
 from ironic.common.i18n import _
 
+from ironic_bmc import agent_replies
 from ironic_bmc.conf import CONF
-from ironic_bmc.drivers import agent_replies
 from ironic_bmc import run_store
 
 

@@ -22,7 +22,7 @@ version adds stays hidden from tenants until it is named here (a unit
 test makes every documented field one or the other).
 """
 
-from bmc_common import protocol
+from ironic_bmc import report as run_report
 
 #: Top-level report fields a run's own project sees.
 TENANT_FIELDS = frozenset((
@@ -51,18 +51,6 @@ _ENERGY_HIDDEN = frozenset(('first_error', 'note'))
 _STREAM_HIDDEN = frozenset(('url', 'export', 'server'))
 
 
-def t_ready(report):
-    """Seconds from the deploy request (the report's creation) to the
-    workload's start, or None before it starts."""
-    for stage in report.get('stages') or ():
-        if stage.get('name') == protocol.STAGE_WORKLOAD_STARTED:
-            try:
-                return round(stage['end'] - report['created'], 3)
-            except (KeyError, TypeError):
-                return None
-    return None
-
-
 def _energy_for_tenant(section):
     section = {k: v for k, v in section.items() if k not in _ENERGY_HIDDEN}
     if section.get('available') is False and not section.get('in_band_only'):
@@ -74,7 +62,7 @@ def _energy_for_tenant(section):
 
 def report(run, operator=False):
     """The report as the API returns it to this caller."""
-    shown = dict(run, t_ready_s=t_ready(run))
+    shown = dict(run, t_ready_s=run_report.t_ready(run))
     if operator:
         return shown
     shown = {k: v for k, v in shown.items() if k in TENANT_FIELDS}
@@ -103,7 +91,7 @@ def summary(run):
         'image': run.get('image'),
         'mode': run.get('mode'),
         'created': run.get('created'),
-        't_ready_s': t_ready(run),
+        't_ready_s': run_report.t_ready(run),
         'bmc_joules_workload': energy.get('bmc_joules_workload'),
         'rapl_joules_workload': energy.get('rapl_joules_workload'),
     }

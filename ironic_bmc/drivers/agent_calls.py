@@ -28,8 +28,8 @@ from ironic.common.i18n import _
 from ironic.drivers.modules import agent_client
 import tenacity
 
+from ironic_bmc import agent_replies
 from ironic_bmc.conf import CONF
-from ironic_bmc.drivers import agent_replies
 
 #: driver_internal_info key; masked by the API like every *token* key.
 AGENT_KEY = 'bmc_agent'

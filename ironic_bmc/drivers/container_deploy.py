@@ -45,6 +45,7 @@ from ironic.drivers.modules import agent_base
 from oslo_log import log
 
 from ironic_bmc import deploy_info
+from ironic_bmc import deploy_record
 from ironic_bmc import stream_cache
 from ironic_bmc import image_properties
 from ironic_bmc.conf import CONF
@@ -62,7 +63,7 @@ from ironic_bmc.drivers import rootfs
 from ironic_bmc.drivers import rootfs_build
 from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import service_steps
-from ironic_bmc.drivers import step_hooks
+from ironic_bmc.drivers import step_hooks  # noqa: F401 (registers the hooks)
 from ironic_bmc.drivers import tuning
 from ironic_bmc.drivers import warm
 from ironic_bmc.drivers import workload_watch
@@ -74,8 +75,6 @@ from ironic_bmc import report as run_report
 
 LOG = log.getLogger(__name__)
 
-#: driver_internal_info key holding what the agent steps need.
-DEPLOY_KEY = step_hooks.DEPLOY_KEY
 
 TUNABLES_ARGSINFO = service_steps.TUNABLES_ARGSINFO
 #: The in-band steps that can be the first: the one sent first also
@@ -176,7 +175,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         run_report.update(node, report,
                           image_digest=resolved[0].manifest_digest)
 
-        node.set_driver_internal_info(DEPLOY_KEY, {
+        node.set_driver_internal_info(deploy_record.KEY, {
             'deploy_id': report['deploy_id'],
             # url, digest, format and size come with the artifact.
             'stage_args': {
@@ -239,14 +238,14 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
 
     def _execute_in_band(self, task, args):
         node = task.node
-        info = node.driver_internal_info[DEPLOY_KEY]
+        info = node.driver_internal_info[deploy_record.KEY]
         if (boot_report.SENT_KEY not in info
                 and node.deploy_step.get('step') in BOOT_TIMES_STEPS):
             # The first in-band step also reads the node's boot marks
             # (the report's boot section); when it was sent places them.
             args = dict(args, boot_times=True)
             info[boot_report.SENT_KEY] = time.time()
-            node.set_driver_internal_info(DEPLOY_KEY, info)
+            node.set_driver_internal_info(deploy_record.KEY, info)
         step = dict(node.deploy_step, args=args)
         agent_calls.bound_ironic_client(task)
         return agent_base.execute_step(task, step, 'deploy')
@@ -257,10 +256,10 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         report = run_report.get(node)
         if not any(s['name'] == protocol.STAGE_AGENT_UP
                    for s in report['stages']):
-            info = node.driver_internal_info[DEPLOY_KEY]
+            info = node.driver_internal_info[deploy_record.KEY]
             info[boot_report.HEARTBEAT_KEY] = boot_report.heartbeat_time(
                 node)
-            node.set_driver_internal_info(DEPLOY_KEY, info)
+            node.set_driver_internal_info(deploy_record.KEY, info)
             run_report.add_stage(
                 node, report, protocol.STAGE_AGENT_UP, info['powered_on'],
                 time.time())
@@ -281,7 +280,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         if not knobs:
             return None
         args = {'tunables': knobs}
-        if node.driver_internal_info[DEPLOY_KEY].get('tunables_strict'):
+        if node.driver_internal_info[deploy_record.KEY].get('tunables_strict'):
             # The agent fails the step naming each knob that did not apply.
             args['strict'] = True
         return self._execute_in_band(task, args)
@@ -292,13 +291,13 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         """Have the agent stage the rootfs artifact in RAM."""
         self._agent_up(task)
         node = task.node
-        info = node.driver_internal_info[DEPLOY_KEY]
+        info = node.driver_internal_info[deploy_record.KEY]
         if info.get('tunables') and not info.get('probed_after_tunables'):
             service_steps.noise_probe(task, 'after-tunables')
             # Once, also when the step runs again after waiting.
-            info = node.driver_internal_info[DEPLOY_KEY]
+            info = node.driver_internal_info[deploy_record.KEY]
             info['probed_after_tunables'] = True
-            node.set_driver_internal_info(DEPLOY_KEY, info)
+            node.set_driver_internal_info(deploy_record.KEY, info)
             node.save()
         if (rootfs_build.orphaned(node) and rootfs_build.builder_gone(task)
                 and not rootfs_build.restart(task)):
@@ -329,13 +328,13 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
     def bmc_start_workload(self, task):
         """Have the agent start the workload in the staged root."""
         node = task.node
-        info = node.driver_internal_info[DEPLOY_KEY]
+        info = node.driver_internal_info[deploy_record.KEY]
         if info['stage_args'].get('rootfs') == protocol.ROOTFS_RAMFS:
             # The node holds the whole rootfs now: its URL is no longer
             # needed by anyone, so it stops existing.
             boot_files.unpublish_artifact(task)
             info.pop(rootfs_build.URL_KEY, None)
-            node.set_driver_internal_info(DEPLOY_KEY, info)
+            node.set_driver_internal_info(deploy_record.KEY, info)
         args = info['workload_args']
         drive = configdrive.step_arg(info.get('configdrive'))
         if drive:
@@ -427,7 +426,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         warm.forget(node)
         # (While the group record is still there.)
         group_lifecycle.left(task)
-        node.del_driver_internal_info(DEPLOY_KEY)
+        node.del_driver_internal_info(deploy_record.KEY)
         image_properties.forget(node)
         agent_calls.forget(node)
         energy.stop(node)

@@ -36,11 +36,11 @@ from ironic.drivers.modules import deploy_utils
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc import deploy_record
 from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import rootfs
-from ironic_bmc.drivers import step_hooks
 from ironic_bmc.power import sampler
 from ironic_bmc import report as run_report
 
@@ -164,7 +164,7 @@ def take_over(task):
     if not report or report.get('state') not in (protocol.RUN_RUNNING,
                                                   protocol.RUN_EXITED):
         return
-    info = node.driver_internal_info.get(step_hooks.DEPLOY_KEY) or {}
+    info = deploy_record.get(node)
     boot_files.prepare(task, deploy_utils.build_agent_options(node),
                        extra_kernel_args=info.get('kernel_args') or ())
     fields = {'takeovers': list(report.get('takeovers') or []) + [

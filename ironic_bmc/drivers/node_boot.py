@@ -27,28 +27,27 @@ from ironic.drivers.modules import deploy_utils
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc import deploy_record
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import boot_report
 from ironic_bmc.drivers import kexec_boot
-from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import warm
 from ironic_bmc import report as run_report
 
 LOG = log.getLogger(__name__)
 
-DEPLOY_KEY = step_hooks.DEPLOY_KEY
 #: What the report keeps of ``bmc_kexec_load``'s reply (the protocol's).
 KEXEC_FIELDS = ('method', 'download_s', 'load_s', 'initrd_bytes')
 
 
 def _mark(node, started, kind):
-    info = node.driver_internal_info[DEPLOY_KEY]
+    info = node.driver_internal_info[deploy_record.KEY]
     info['powered_on'] = started
     info[boot_report.KIND_KEY] = kind
     if kind == warm.WARM:
         # No boot to report: the node's boot marks are the old boot's.
         info[boot_report.SENT_KEY] = None
-    node.set_driver_internal_info(DEPLOY_KEY, info)
+    node.set_driver_internal_info(deploy_record.KEY, info)
 
 
 def bring_up(task, report, kernel_args, claim):

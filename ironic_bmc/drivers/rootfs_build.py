@@ -51,17 +51,16 @@ from ironic import objects
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc import deploy_record
 from ironic_bmc.conf import CONF
 from ironic_bmc import deploy_info
 from ironic_bmc.image import reference
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import rootfs
-from ironic_bmc.drivers import step_hooks
 from ironic_bmc import report as run_report
 
 LOG = log.getLogger(__name__)
 
-DEPLOY_KEY = step_hooks.DEPLOY_KEY
 #: Key of the build's state in the deploy's driver_internal_info.
 BUILD_KEY = 'build'
 BUILDING = 'building'
@@ -98,7 +97,7 @@ def start(task, container, resolved, started_at):
     """Build the artifact of ``resolved`` for this deploy, in a worker.
 
     Call with the node's exclusive lock held; the deploy's
-    ``driver_internal_info`` (``DEPLOY_KEY``) must name the run's
+    ``driver_internal_info`` (``deploy_record.KEY``) must name the run's
     ``deploy_id``.  The worker needs the lock only to record the outcome.
     Nothing is saved here: the caller saves the node (for the deploy
     step, Ironic does as the deploy waits, or as the next step or an
@@ -108,12 +107,12 @@ def start(task, container, resolved, started_at):
     200-node scale run.)
     """
     node = task.node
-    info = node.driver_internal_info[DEPLOY_KEY]
+    info = node.driver_internal_info[deploy_record.KEY]
     # A restarted build keeps the flag of a step waiting for it.
     waiting = (info.get(BUILD_KEY) or {}).get('waiting', False)
     info[BUILD_KEY] = {'state': BUILDING, 'waiting': waiting,
                        'conductor': CONF.host}
-    node.set_driver_internal_info(DEPLOY_KEY, info)
+    node.set_driver_internal_info(deploy_record.KEY, info)
     # The build reads the node's properties only: a copy, never saved.
     node_copy = node.obj_clone()
     deploy_id = info['deploy_id']
@@ -149,7 +148,7 @@ def orphaned(node):
     """A build recorded as running that no worker of this conductor runs:
     the conductor that started it restarted, or the node moved here (see
     :func:`builder_gone` for the latter)."""
-    info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+    info = deploy_record.get(node)
     return (state(node) == BUILDING
             and (node.uuid, info.get('deploy_id')) not in _in_progress)
 
@@ -164,7 +163,7 @@ def builder_gone(task):
     node's hash ring moved the node here meanwhile (a conductor joined):
     it records its outcome and resumes the deploy through the API's RPC.
     """
-    info = task.node.driver_internal_info.get(DEPLOY_KEY) or {}
+    info = deploy_record.get(task.node)
     builder = (info.get(BUILD_KEY) or {}).get('conductor')
     if builder in (None, CONF.host):
         return True
@@ -209,7 +208,7 @@ def restart(task):
 
 def state(node):
     """The build's state: ``building``, ``ready``, ``failed`` or None."""
-    info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+    info = deploy_record.get(node)
     return (info.get(BUILD_KEY) or {}).get('state')
 
 
@@ -219,9 +218,9 @@ def wait(task):
     :returns: ``DEPLOYWAIT``, for the step to return.
     """
     node = task.node
-    info = node.driver_internal_info[DEPLOY_KEY]
+    info = node.driver_internal_info[deploy_record.KEY]
     info[BUILD_KEY]['waiting'] = True
-    node.set_driver_internal_info(DEPLOY_KEY, info)
+    node.set_driver_internal_info(deploy_record.KEY, info)
     # The step is re-entered, and heartbeats do not drive the deploy
     # meanwhile: the worker resumes it.
     async_steps.set_node_flags(node, skip_current_step=False, polling=True)
@@ -272,9 +271,9 @@ def _fail(task, error):
     """The build failed (or its result cannot be kept): fail the deploy
     with the reason."""
     node = task.node
-    info = node.driver_internal_info[DEPLOY_KEY]
+    info = node.driver_internal_info[deploy_record.KEY]
     info[BUILD_KEY] = {'state': FAILED, 'error': str(error)[:2000]}
-    node.set_driver_internal_info(DEPLOY_KEY, info)
+    node.set_driver_internal_info(deploy_record.KEY, info)
     msg = (_('Cannot deploy container image %(image)s: %(err)s')
            % {'image': node.instance_info.get(protocol.II_IMAGE),
               'err': error})
@@ -284,7 +283,7 @@ def _fail(task, error):
 
 
 def _current(node, deploy_id):
-    info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+    info = deploy_record.get(node)
     return (info.get('deploy_id') == deploy_id
             and state(node) == BUILDING
             and node.provision_state in (states.DEPLOYING,
@@ -297,12 +296,12 @@ def _record_locked(task, deploy_id, started_at, artifact, workload_args,
     if not _current(node, deploy_id):
         LOG.info('The deploy of node %(node)s that a rootfs build was for '
                  'has ended; dropping the build', {'node': node.uuid})
-        info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+        info = deploy_record.get(node)
         if artifact is not None and not info:
             # No deploy holds the node: nobody else will unpin.
             rootfs.unpin(artifact.cache_key, node.uuid)
         return
-    info = node.driver_internal_info[DEPLOY_KEY]
+    info = node.driver_internal_info[deploy_record.KEY]
     waiting = info[BUILD_KEY].get('waiting', False)
     url = None
     if error is None and artifact.format != protocol.FORMAT_TREE:
@@ -335,7 +334,7 @@ def _record_locked(task, deploy_id, started_at, artifact, workload_args,
             'root_hash': artifact.verity['root_hash'],
             'size': artifact.verity['size']}
     info['workload_args'] = workload_args
-    node.set_driver_internal_info(DEPLOY_KEY, info)
+    node.set_driver_internal_info(deploy_record.KEY, info)
     report = run_report.get(node)
     run_report.add_stage(node, report, protocol.STAGE_ARTIFACT_READY,
                          started_at, time.time())

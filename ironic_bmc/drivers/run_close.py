@@ -39,14 +39,14 @@ from ironic.conductor import utils as manager_utils
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc import agent_replies
+from ironic_bmc import deploy_record
 from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
-from ironic_bmc.drivers import agent_replies
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import node_boot
 from ironic_bmc.drivers import rootfs
-from ironic_bmc.drivers import step_hooks
 from ironic_bmc.drivers import stream_report
 from ironic_bmc.kernel import run_profile
 from ironic_bmc import report as run_report
@@ -54,7 +54,6 @@ from ironic_bmc import run_files
 
 LOG = log.getLogger(__name__)
 
-DEPLOY_KEY = step_hooks.DEPLOY_KEY
 
 
 def finish_energy(node, report, status=None):
@@ -157,7 +156,7 @@ def collect(task, report):
         protocol (the run failed then; the report says so).
     """
     node = task.node
-    info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+    info = deploy_record.get(node)
     wanted = info.get('results') or []
     try:
         collected = agent_calls.call(
@@ -339,4 +338,4 @@ def end_previous(task):
     rootfs.release(node)
     agent_calls.forget(node)
     energy.stop(node)
-    node.del_driver_internal_info(DEPLOY_KEY)
+    node.del_driver_internal_info(deploy_record.KEY)

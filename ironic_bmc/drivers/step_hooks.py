@@ -15,6 +15,7 @@ import time
 from ironic.drivers.modules import agent_base
 
 from bmc_common import protocol
+from ironic_bmc import deploy_record
 from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import boot_http_log
 from ironic_bmc.drivers import boot_report
@@ -22,8 +23,6 @@ from ironic_bmc.drivers import configdrive
 from ironic_bmc.drivers import stream_report
 from ironic_bmc import report as run_report
 
-#: driver_internal_info key of the container deploy (see container_deploy).
-DEPLOY_KEY = 'bmc_deploy'
 
 
 def _result(task, command):
@@ -40,7 +39,7 @@ def _result(task, command):
 
 
 def _boot(node, report, times):
-    info = node.driver_internal_info.get(DEPLOY_KEY) or {}
+    info = deploy_record.get(node)
     agent_up = next((s for s in report['stages']
                      if s['name'] == protocol.STAGE_AGENT_UP), None)
     sent = info.get(boot_report.SENT_KEY)
@@ -65,7 +64,7 @@ def after_apply_tunables(task, command):
     node, report, result = _result(task, command)
     run_report.update(
         node, report, tunables=result.get('tunables') or {},
-        kernel_args=node.driver_internal_info[DEPLOY_KEY]['kernel_args'])
+        kernel_args=node.driver_internal_info[deploy_record.KEY]['kernel_args'])
 
 
 @agent_base.post_deploy_step_hook(interface='deploy',

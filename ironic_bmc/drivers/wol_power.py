@@ -61,10 +61,10 @@ from oslo_utils import netutils
 import tenacity
 
 from bmc_common import protocol
+from ironic_bmc import agent_replies
 from ironic_bmc import wol
 from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
-from ironic_bmc.drivers import agent_replies
 from ironic_bmc import report as run_report
 
 LOG = log.getLogger(__name__)

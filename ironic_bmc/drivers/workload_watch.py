@@ -53,9 +53,9 @@ from ironic.conductor import utils as manager_utils
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc import agent_replies
 from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import agent_calls
-from ironic_bmc.drivers import agent_replies
 from ironic_bmc.drivers import energy
 from ironic_bmc.drivers import run_close
 from ironic_bmc.drivers import stream_report

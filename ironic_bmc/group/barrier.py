@@ -40,6 +40,7 @@ from ironic.conductor import utils as manager_utils
 from oslo_log import log
 
 from bmc_common import protocol
+from ironic_bmc import deploy_record
 from ironic_bmc.conf import CONF
 from ironic_bmc.group import keys
 from ironic_bmc.group import members
@@ -48,15 +49,14 @@ from ironic_bmc import report as run_report
 LOG = log.getLogger(__name__)
 
 STEP = 'bmc_group_barrier'
-DEPLOY_KEY = members.DEPLOY_KEY
 #: Private keys: apart from the record the other members read.
 SECRETS = 'group_secrets'
 
 
 def join(task, group, deploy_id, port):
     """Record the node as a member of ``group`` for deploy ``deploy_id``
-    (the ``deploy`` step; DEPLOY_KEY exists); ``port``: its group-network
-    port's ``(mac, address)`` (:func:`info.network_port`)."""
+    (the ``deploy`` step; the deploy record exists); ``port``: its
+    group-network port's ``(mac, address)`` (:func:`info.network_port`)."""
     node = task.node
     mac, address = port
     made = keys.member_keys(node.name or node.uuid)
@@ -70,9 +70,9 @@ def join(task, group, deploy_id, port):
         'user_key': made['user'][1],
         'host_key': ' '.join(made['host'][1].split()[:2]),
     })
-    info = node.driver_internal_info[DEPLOY_KEY]
+    info = node.driver_internal_info[deploy_record.KEY]
     info[SECRETS] = {'user': made['user'][0], 'host': made['host'][0]}
-    node.set_driver_internal_info(DEPLOY_KEY, info)
+    node.set_driver_internal_info(deploy_record.KEY, info)
 
 
 class Outcome:
@@ -253,7 +253,7 @@ def start_args(node):
     rec = members.record(node)
     if not rec:
         return None
-    secrets = node.driver_internal_info[DEPLOY_KEY][SECRETS]
+    secrets = node.driver_internal_info[deploy_record.KEY][SECRETS]
     plan = rec['plan']
     return {
         'name': rec['name'], 'id': plan['id'], 'rank': rec['rank'],

@@ -47,7 +47,7 @@ REASON_MAX = 500
 
 
 def left(task):
-    """``clean_up`` of a member (its DEPLOY_KEY still there): a failed
+    """``clean_up`` of a member (its deploy record still there): a failed
     deploy leaves its reason for the others; an undeploy takes the whole
     group with it."""
     node = task.node

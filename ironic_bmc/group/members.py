@@ -32,9 +32,8 @@ from ironic.common import states
 from ironic import objects
 
 from bmc_common import protocol
-from ironic_bmc.drivers import step_hooks
+from ironic_bmc import deploy_record
 
-DEPLOY_KEY = step_hooks.DEPLOY_KEY
 RECORD = 'group'
 #: driver_internal_info key of a member that left a group (its deploy
 #: failed or was aborted): ``{"key", "at", "reason", "node_name"}``.
@@ -60,14 +59,14 @@ FIELDS = ['id', 'uuid', 'name', 'provision_state', 'driver_internal_info',
 
 def record(node):
     """The node's group record, or None."""
-    return ((node.driver_internal_info or {}).get(DEPLOY_KEY) or {}).get(
-        RECORD)
+    return ((node.driver_internal_info or {}).get(deploy_record.KEY)
+            or {}).get(RECORD)
 
 
 def save_record(node, rec):
-    info = node.driver_internal_info[DEPLOY_KEY]
+    info = node.driver_internal_info[deploy_record.KEY]
     info[RECORD] = rec
-    node.set_driver_internal_info(DEPLOY_KEY, info)
+    node.set_driver_internal_info(deploy_record.KEY, info)
 
 
 def label(node):

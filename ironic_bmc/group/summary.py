@@ -23,7 +23,6 @@ from ironic.common import exception
 from ironic.common.i18n import _
 
 from bmc_common import protocol
-from ironic_bmc.api import views
 from ironic_bmc import report as run_report
 
 FINAL = protocol.RUN_FINAL_STATES
@@ -49,7 +48,7 @@ def _row(entry, report):
     joules, source = _energy(report)
     row.update(report='here', state=report.get('state'),
                exit_code=report.get('workload_exit_code'),
-               t_ready_s=views.t_ready(report), energy_j=joules,
+               t_ready_s=run_report.t_ready(report), energy_j=joules,
                energy_source=source, error=report.get('error'),
                barrier_wait_s=((report.get('group') or {}).get(
                    'barrier') or {}).get('waited_s'))

@@ -27,8 +27,8 @@ from ironic.common import exception
 from ironic.common.i18n import _
 
 from bmc_common import protocol
+from ironic_bmc import agent_replies
 from ironic_bmc.conf import CONF
-from ironic_bmc.drivers import agent_replies
 from ironic_bmc import image_properties
 from ironic_bmc.kernel import profile as kernel_profile
 from ironic_bmc import ownership

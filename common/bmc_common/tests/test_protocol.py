@@ -201,5 +201,5 @@ def test_run_states_are_the_reference_and_the_conductor_writes_only_them():
 def test_the_agents_workload_states_are_the_conductors():
     """The workload status the agent returns and the conductor accepts
     (agent_replies) come from one list."""
-    from ironic_bmc.drivers import agent_replies
+    from ironic_bmc import agent_replies
     assert agent_replies.WORKLOAD_STATES is protocol.WORKLOAD_STATES

@@ -47,3 +47,31 @@ def test_conf_is_read_through_the_plugins_module():
                 direct.append('%s:%d' % (path, node.lineno))
     assert direct == [], ('import CONF from ironic_bmc.conf instead: %s'
                           % ', '.join(direct))
+
+
+#: The top layers: Ironic's interfaces (drivers) and the runs API.  What
+#: they build on (the run record, groups, images, kernels, power, the
+#: agent replies) never imports them.
+TOP_LAYERS = ('drivers', 'api')
+
+
+def _imports(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            yield node.lineno, node.module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, []
+
+
+def test_lower_layers_never_import_the_drivers_or_the_api():
+    upward = []
+    for path, tree in _modules():
+        if path.split(os.sep)[0] in TOP_LAYERS:
+            continue
+        for lineno, module, names in _imports(tree):
+            targets = [module] + ['%s.%s' % (module, n) for n in names]
+            if any(t.startswith('ironic_bmc.%s' % top) for t in targets
+                   for top in TOP_LAYERS):
+                upward.append('%s:%d imports %s' % (path, lineno, module))
+    assert upward == [], upward

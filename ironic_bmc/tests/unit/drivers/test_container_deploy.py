@@ -35,6 +35,7 @@ from ironic.drivers.modules import agent_base
 from ironic.tests.unit.db import base as db_base
 from ironic.tests.unit.objects import utils as obj_utils
 
+from ironic_bmc import deploy_record
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import container_deploy
@@ -672,7 +673,7 @@ class WatchTestCase(ContainerDeployTestCase):
     def test_job_output_and_results_collected_before_power_off(
             self, mock_power, mock_call):
         self._running('job')
-        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {
+        self.node.set_driver_internal_info(deploy_record.KEY, {
             'results': ['/results/out.csv', '/results/missing']})
         self.node.save()
         output = b''.join(b'line %d\n' % i for i in range(2000))
@@ -724,7 +725,7 @@ class WatchTestCase(ContainerDeployTestCase):
 
     def _hostile_collect(self, reply, mock_power, mock_call):
         self._running('job')
-        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {
+        self.node.set_driver_internal_info(deploy_record.KEY, {
             'results': ['/results/out.csv']})
         self.node.save()
         mock_call.return_value = reply
@@ -779,7 +780,7 @@ class WatchTestCase(ContainerDeployTestCase):
             self, mock_power, mock_call):
         self.config(results_max_mb=1, group='container')
         self._running('job')
-        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {
+        self.node.set_driver_internal_info(deploy_record.KEY, {
             'results': ['/a', '/b']})
         self.node.save()
         half = b'x' * (700 * 1024)

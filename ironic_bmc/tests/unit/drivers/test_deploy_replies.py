@@ -26,10 +26,10 @@ from ironic.drivers.modules import agent_base
 from ironic.drivers.modules import agent_client
 from ironic import objects
 
+from ironic_bmc import deploy_record
 from ironic_bmc.drivers import agent_calls
-from ironic_bmc.drivers import agent_replies
-from ironic_bmc.drivers import container_deploy
-from ironic_bmc.tests.unit.drivers import test_agent_replies as replies
+from ironic_bmc import agent_replies
+from ironic_bmc.tests.unit import test_agent_replies as replies
 from ironic_bmc.tests.unit.drivers import test_container_deploy as base
 
 MiB = 1024 * 1024
@@ -88,7 +88,7 @@ class DeployTimeRepliesTestCase(base.ContainerDeployTestCase):
         self.assertIsNone(node.last_error)
 
     def test_in_band_steps_run_through_the_bounded_client(self):
-        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {})
+        self.node.set_driver_internal_info(deploy_record.KEY, {})
         self.node.save()
         with task_manager.acquire(self.context, self.node.uuid) as task:
             with mock.patch.object(agent_base, 'execute_step',

@@ -25,6 +25,7 @@ from ironic.drivers.modules import agent_base
 
 from bmc_common import protocol
 from ironic_bmc import deploy_info
+from ironic_bmc import deploy_record
 from ironic_bmc.drivers import container_deploy
 from ironic_bmc.drivers import run_close
 from ironic_bmc.kernel import builds
@@ -61,7 +62,7 @@ class ProfilingRunTestCase(base.ContainerDeployTestCase):
         self.node.deploy_step = {'interface': 'deploy',
                                  'step': 'bmc_start_workload',
                                  'priority': 70, 'args': {}}
-        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {
+        self.node.set_driver_internal_info(deploy_record.KEY, {
             'stage_args': {'rootfs': 'nfs'}, 'kernel_profile': 'gcov',
             'workload_args': {'command': ['/x']}})
         self.node.save()
@@ -76,7 +77,7 @@ class ProfilingRunTestCase(base.ContainerDeployTestCase):
     def test_the_profile_is_kept_before_power_off(self, mock_power,
                                                   mock_call):
         self._running('job')
-        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {
+        self.node.set_driver_internal_info(deploy_record.KEY, {
             'kernel_profile': 'gcov'})
         self.node.save()
         data = test_profile.make_tar([(test_profile.PREFIX
@@ -111,7 +112,7 @@ class ProfilingRunTestCase(base.ContainerDeployTestCase):
     def test_a_forged_profile_fails_the_run_and_keeps_nothing(
             self, mock_power, mock_call):
         self._running('job')
-        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {
+        self.node.set_driver_internal_info(deploy_record.KEY, {
             'kernel_profile': 'gcov'})
         self.node.save()
         data = test_profile.make_tar([('etc/shadow.gcda', b'x')])
@@ -140,7 +141,7 @@ class ProfilingRunTestCase(base.ContainerDeployTestCase):
     def test_no_profile_leaves_the_run_as_it_is(self, mock_power,
                                                 mock_call):
         self._running('job')
-        self.node.set_driver_internal_info(container_deploy.DEPLOY_KEY, {
+        self.node.set_driver_internal_info(deploy_record.KEY, {
             'kernel_profile': 'gcov'})
         self.node.save()
 

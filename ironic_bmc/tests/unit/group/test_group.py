@@ -25,6 +25,7 @@ from oslo_utils import uuidutils
 
 from bmc_common import protocol
 from ironic_bmc import deploy_info
+from ironic_bmc import deploy_record
 from ironic_bmc import image_properties
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import run_close
@@ -38,7 +39,7 @@ from ironic_bmc import report as run_report
 from ironic_bmc.tests.unit.drivers import test_container_deploy as base
 
 IMAGE = '127.0.0.1:5050/bmc/mpi:1'
-DEPLOY_KEY = members.DEPLOY_KEY
+DEPLOY_KEY = deploy_record.KEY
 
 
 class GroupTestCase(base.ContainerDeployTestCase):

@@ -25,7 +25,7 @@ from ironic.common import exception
 from ironic.tests import base
 
 from bmc_common import protocol
-from ironic_bmc.drivers import agent_replies
+from ironic_bmc import agent_replies
 from ironic_bmc.kernel import profile
 from ironic_bmc.kernel import run_profile
 

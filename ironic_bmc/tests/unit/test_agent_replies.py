@@ -26,7 +26,7 @@ from ironic.common import exception
 import pytest
 
 from bmc_common import protocol
-from ironic_bmc.drivers import agent_replies
+from ironic_bmc import agent_replies
 
 NODE = types.SimpleNamespace(uuid='6a7c1d2e-0b4f-4c55-9d1e-2f3a4b5c6d7e')
 MiB = 1024 * 1024
