@@ -16,24 +16,18 @@ Each function takes a run report as the runs API returns it
 (``GET /v1/runs/{deploy_id}``) and returns the chart's bytes, as PNG or
 SVG.  The CLI plugin and the Horizon plugin both draw with these.
 
-Matplotlib is used without pyplot and without choosing a backend for the
-process: each chart is a :class:`matplotlib.figure.Figure` of its own,
-drawn by the Agg canvas (PNG) or the SVG one, so importing this module
-changes nothing for a program (Horizon, a notebook) that uses matplotlib
-itself.  The output holds no date, software version or random id: the
-same report gives the same bytes.
+They draw on :mod:`.chart_canvas` (a figure of their own, no pyplot, no
+backend chosen for the process, the same bytes for the same report);
+``render`` also draws the noise histogram (:mod:`.noise_chart`).
 """
 
-import io
-
-import matplotlib
-from matplotlib.backends import backend_agg
-from matplotlib import figure
 from matplotlib import patches
 
 from bmc_common import protocol
+from ironic_bmc_client import chart_canvas
+from ironic_bmc_client import noise_chart
 
-FORMATS = ('png', 'svg')
+FORMATS = chart_canvas.FORMATS
 KIND_TIMELINE = 'timeline'
 KIND_POWER = 'power'
 KIND_NOISE = 'noise'
@@ -57,7 +51,6 @@ BOOT_PHASES = tuple(
         ((protocol.BOOT_PHASE_KEXEC, 'power_on', None),)
         + protocol.BOOT_PHASES))
 
-_DPI = 110
 _STAGE_COLOR = '#4c72b0'
 _STAGE_COLORS = {protocol.STAGE_ARTIFACT_READY: '#dd8452',
                  protocol.STAGE_WORKLOAD_EXITED: '#55a868',
@@ -67,18 +60,8 @@ _BOOT_COLORS = ('#8172b3', '#8172b3', '#da8bc3', '#ccb974', '#64b5cd',
                 '#c44e52', '#e5ae38', '#6d904f')
 _WORKLOAD_COLOR = '#55a868'
 _POWER_COLOR = '#c44e52'
-# No date or software version in the files: the same report gives the
-# same bytes.
-_METADATA = {'png': {'Software': None},
-             'svg': {'Date': None, 'Creator': None}}
-
-
-class ChartUnavailable(Exception):
-    """The report holds no data for this chart; the message says why."""
-
-    def __init__(self, reason):
-        super().__init__(reason)
-        self.reason = reason
+#: (Raised by every chart function when the report lacks its data.)
+ChartUnavailable = chart_canvas.ChartUnavailable
 
 
 def stage_timeline(report, fmt='png'):
@@ -88,7 +71,7 @@ def stage_timeline(report, fmt='png'):
 
     :raises ChartUnavailable: no stage is recorded yet.
     """
-    _check_format(fmt)
+    chart_canvas.check_format(fmt)
     stages = _ordered_stages(report)
     if not stages:
         raise ChartUnavailable(
@@ -106,7 +89,8 @@ def stage_timeline(report, fmt='png'):
         if s['name'] == protocol.STAGE_AGENT_UP and boot:
             rows.append(('  boot breakdown', boot))
 
-    fig = _figure(9.0, 2.0 + 0.42 * len(rows) + (0.6 if boot else 0))
+    fig = chart_canvas.new_figure(
+        9.0, 2.0 + 0.42 * len(rows) + (0.6 if boot else 0))
     ax = fig.add_subplot()
     end = max(left + width for _label, bars in rows
               for left, width, _c, _t in bars)
@@ -142,8 +126,8 @@ def stage_timeline(report, fmt='png'):
     workload = _stage(stages, protocol.STAGE_WORKLOAD_EXITED)
     if workload:
         summary.append('workload %s' % _seconds(_duration(workload)))
-    _title(ax, 'Stages of the run', report, ', '.join(summary))
-    return _render(fig, fmt)
+    chart_canvas.title(ax, 'Stages of the run', report, ', '.join(summary))
+    return chart_canvas.render(fig, fmt)
 
 
 def power_curve(report, fmt='png'):
@@ -153,7 +137,7 @@ def power_curve(report, fmt='png'):
     :raises ChartUnavailable: the run has no BMC power samples (the
         message gives the energy section's reason).
     """
-    _check_format(fmt)
+    chart_canvas.check_format(fmt)
     energy = report.get('energy') or {}
     series = report.get('power_series') or {}
     points = [p for p in series.get('points') or ()
@@ -167,7 +151,7 @@ def power_curve(report, fmt='png'):
     times = [p[0] for p in points]
     watts = [p[1] for p in points]
 
-    fig = _figure(9.0, 4.6)
+    fig = chart_canvas.new_figure(9.0, 4.6)
     ax = fig.add_subplot()
     period = series.get('period_s')
     ax.plot(times, watts, color=_POWER_COLOR, linewidth=1.4, marker='o',
@@ -199,9 +183,9 @@ def power_curve(report, fmt='png'):
                        % _joules(energy['bmc_joules_workload']))
     if energy.get('mean_watts_workload') is not None:
         summary[-1] += ' at %.1f W mean' % energy['mean_watts_workload']
-    _title(ax, 'BMC power', report,
+    chart_canvas.title(ax, 'BMC power', report,
            'BMC energy: ' + ', '.join(summary) if summary else None)
-    return _render(fig, fmt)
+    return chart_canvas.render(fig, fmt)
 
 
 def render(report, kind, fmt='png'):
@@ -212,17 +196,9 @@ def render(report, kind, fmt='png'):
     if kind == KIND_POWER:
         return power_curve(report, fmt)
     if kind == KIND_NOISE:
-        # Its own module (it uses this one's figure and rendering).
-        from ironic_bmc_client import noise_chart
         return noise_chart.render(report, fmt)
     raise ValueError('unknown chart %r; one of: %s'
                      % (kind, ', '.join(KINDS)))
-
-
-def _check_format(fmt):
-    if fmt not in FORMATS:
-        raise ValueError('unknown chart format %r; one of: %s'
-                         % (fmt, ', '.join(FORMATS)))
 
 
 def _ordered_stages(report):
@@ -283,35 +259,8 @@ def _workload_label(energy, running):
     return parts[0] + (': ' + ', '.join(parts[1:]) if parts[1:] else '')
 
 
-def _title(ax, what, report, summary):
-    node = report.get('node_name') or report.get('node') or '?'
-    deploy = report.get('deploy_id') or '?'
-    ax.figure.suptitle('%s - node %s, deploy %s'
-                       % (what, node, deploy[:8]),
-                       x=0.02, ha='left', fontsize=11, fontweight='bold')
-    lines = [report.get('image') or '', summary or '']
-    ax.set_title('\n'.join(line for line in lines if line), loc='left',
-                 fontsize=8.5, color='#444444')
-
-
-def _figure(width, height):
-    fig = figure.Figure(figsize=(width, height), dpi=_DPI,
-                        layout='constrained')
-    fig.get_layout_engine().set(h_pad=0.12, w_pad=0.12)
-    return fig
-
-
 def _patch(color):
     return patches.Patch(color=color)
-
-
-def _render(fig, fmt):
-    backend_agg.FigureCanvasAgg(fig)
-    out = io.BytesIO()
-    # The SVG's element ids from a fixed salt, not a random one.
-    with matplotlib.rc_context({'svg.hashsalt': 'ironic-bmc-client'}):
-        fig.savefig(out, format=fmt, metadata=_METADATA[fmt])
-    return out.getvalue()
 
 
 def _seconds(value):

@@ -15,9 +15,9 @@
 how many delays of each length (log2 bins of cycles) the cycle-level
 probe saw, with the IncludeOS thesis's bucket edges (150, 400, 2000,
 6000 cycles) marked.  Drawn with the run charts' figure and rendering
-(:mod:`.charts`)."""
+(:mod:`.chart_canvas`)."""
 
-from ironic_bmc_client import charts
+from ironic_bmc_client import chart_canvas
 
 #: The thesis's bucket edges, in cycles.
 EDGES = (150, 400, 2000, 6000)
@@ -40,17 +40,17 @@ def series(report):
 def render(report, fmt='png', summary=None):
     """The histogram as ``fmt`` bytes.
 
-    :raises charts.ChartUnavailable: no cycle-level probe in the report.
+    :raises chart_canvas.ChartUnavailable: no cycle-level probe in the report.
     """
-    charts._check_format(fmt)
+    chart_canvas.check_format(fmt)
     lines = series(report)
     if not lines:
-        raise charts.ChartUnavailable(
+        raise chart_canvas.ChartUnavailable(
             'run %s has no cycle-level noise probe: set instance_info/'
             'container_noise_probe, with bmc-noise in the agent ramdisk '
             '(the Python probe keeps no histogram)'
             % report.get('deploy_id'))
-    fig = charts._figure(9.0, 4.8)
+    fig = chart_canvas.new_figure(9.0, 4.8)
     ax = fig.add_subplot()
     for index, (label, cpu) in enumerate(lines):
         cycles = cpu['cycles']
@@ -75,7 +75,7 @@ def render(report, fmt='png', summary=None):
     ax.set_axisbelow(True)
     ax.legend(loc='upper right', fontsize=7.5, frameon=False)
     first = lines[0][1]['cycles']
-    charts._title(ax, 'OS noise', report, summary or (
+    chart_canvas.title(ax, 'OS noise', report, summary or (
         '%s at %.2f GHz, floor %d cycles' % (
             first['counter'], first['tsc_hz'] / 1e9, first['floor'])))
-    return charts._render(fig, fmt)
+    return chart_canvas.render(fig, fmt)

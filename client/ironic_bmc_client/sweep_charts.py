@@ -13,9 +13,9 @@
 """The chart of a sweep: per cell, the metric (every run and the median),
 the workload's energy, and the time to the workload (T_ready) beside the
 workload's own time.  Drawn with the run charts' figure and rendering
-(:mod:`.charts`), so the same cells give the same bytes."""
+(:mod:`.chart_canvas`), so the same cells give the same bytes."""
 
-from ironic_bmc_client import charts
+from ironic_bmc_client import chart_canvas
 
 _RUN_COLOR = '#8c8c8c'
 _MEDIAN_COLOR = '#4c72b0'
@@ -38,8 +38,8 @@ def _key(row):
 def render(summary, rows, fmt='png', metric_name=None):
     """The sweep's chart as ``fmt`` bytes; ``metric_name`` labels the
     metric's axis."""
-    charts._check_format(fmt)
-    fig = charts._figure(max(6.0, 1.6 * len(summary) + 2.0), 7.5)
+    chart_canvas.check_format(fmt)
+    fig = chart_canvas.new_figure(max(6.0, 1.6 * len(summary) + 2.0), 7.5)
     metric_ax, energy_ax, time_ax = fig.subplots(3, 1, sharex=True)
     xs = range(len(summary))
     index = {(s['kernel'], s['profile'], s['size'] or ''): i
@@ -79,4 +79,4 @@ def render(summary, rows, fmt='png', metric_name=None):
     for ax in (metric_ax, energy_ax, time_ax):
         ax.grid(axis='y', color='#dddddd', linewidth=0.6)
         ax.set_axisbelow(True)
-    return charts._render(fig, fmt)
+    return chart_canvas.render(fig, fmt)

@@ -197,3 +197,27 @@ def test_noise_histogram_needs_the_cycle_level_probe():
         charts.render(report, 'noise')
     with pytest.raises(charts.ChartUnavailable):
         charts.render(fixtures.report(), 'noise')
+
+
+def test_the_charts_share_one_canvas_and_no_private_helpers():
+    """The run charts, the noise histogram and the sweep's charts draw
+    on chart_canvas; none reaches into another's private helpers, and
+    the noise histogram does not import the run charts (no cycle)."""
+    import ast
+    import os
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for name in ('charts.py', 'noise_chart.py', 'sweep_charts.py'):
+        with open(os.path.join(here, name)) as f:
+            tree = ast.parse(f.read())
+        private = [n.attr for n in ast.walk(tree)
+                   if isinstance(n, ast.Attribute) and n.attr.startswith('_')
+                   and isinstance(n.value, ast.Name)
+                   and n.value.id in ('charts', 'chart_canvas',
+                                      'noise_chart')]
+        assert private == [], (name, private)
+        imported = {a.name for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom)
+                    and n.module == 'ironic_bmc_client' for a in n.names}
+        assert 'chart_canvas' in imported, name
+        if name != 'charts.py':
+            assert 'charts' not in imported, name
