@@ -21,6 +21,7 @@ only when the operator asks for it.
 """
 
 from ironic.common import faults
+from ironic.common import metrics_utils
 from ironic.conductor import utils as manager_utils
 from ironic.drivers.modules import deploy_utils
 
@@ -28,10 +29,13 @@ from ironic_bmc.conf import CONF
 from ironic_bmc.drivers import boot_files
 from ironic_bmc.drivers import warm
 
+METRICS = metrics_utils.get_metrics_logger(__name__)
+
 
 class WarmCleaningMixin:
     """Cleaning steps' boot and tear-down, for the container deploy."""
 
+    @METRICS.timer('ContainerDeploy.prepare_cleaning')
     def prepare_cleaning(self, task):
         """Boot the agent for cleaning as a container deploy boots it (the
         default kernel and its modules initrd), and mark that boot: with
@@ -47,6 +51,7 @@ class WarmCleaningMixin:
             self.refresh_steps(task, 'clean')
         return result
 
+    @METRICS.timer('ContainerDeploy.tear_down_cleaning')
     def tear_down_cleaning(self, task):
         """Power off, unless fast track leaves the agent up: then the
         cleaning's boot mark is tied to that agent (the node is warm)."""

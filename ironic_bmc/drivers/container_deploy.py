@@ -36,6 +36,7 @@ run: exit code and output are recorded and the node is powered off.
 import time
 
 from ironic.common import exception
+from ironic.common import metrics_utils
 from ironic.common.i18n import _
 from ironic.common import states
 from ironic.conductor import deployments
@@ -74,6 +75,7 @@ from bmc_common import protocol
 from ironic_bmc import report as run_report
 
 LOG = log.getLogger(__name__)
+METRICS = metrics_utils.get_metrics_logger(__name__)
 
 
 TUNABLES_ARGSINFO = service_steps.TUNABLES_ARGSINFO
@@ -112,6 +114,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                         {'node': task.node.uuid, 'err': exc})
             return False
 
+    @METRICS.timer('ContainerDeploy.validate')
     def validate(self, task):
         """Validate the deploy: instance_info, boot files, network, size.
 
@@ -120,6 +123,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         """
         deploy_checks.validate(task)
 
+    @METRICS.timer('ContainerDeploy.prepare')
     def prepare(self, task):
         """Power off and put the node on the provisioning network, as
         Ironic's agent deploy does; the agent stays there next to the
@@ -138,6 +142,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             task.driver.network.unconfigure_tenant_networks(task)
             task.driver.network.add_provisioning_network(task)
 
+    @METRICS.timer('ContainerDeploy.deploy')
     @base.deploy_step(priority=100)
     @run_report.written_once
     def deploy(self, task):
@@ -264,6 +269,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                 node, report, protocol.STAGE_AGENT_UP, info['powered_on'],
                 time.time())
 
+    @METRICS.timer('ContainerDeploy.bmc_apply_tunables')
     @base.deploy_step(priority=85, argsinfo=TUNABLES_ARGSINFO)
     @run_report.written_once
     def bmc_apply_tunables(self, task, tunables=None):
@@ -285,6 +291,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             args['strict'] = True
         return self._execute_in_band(task, args)
 
+    @METRICS.timer('ContainerDeploy.bmc_stage_rootfs')
     @base.deploy_step(priority=80)
     @run_report.written_once
     def bmc_stage_rootfs(self, task):
@@ -316,6 +323,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
                     url=args['url'] + boot_files.VERITY_SUFFIX)
         return self._execute_in_band(task, args)
 
+    @METRICS.timer('ContainerDeploy.bmc_group_barrier')
     @base.deploy_step(priority=75)
     @run_report.written_once
     def bmc_group_barrier(self, task):
@@ -323,6 +331,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         its root; then all start (a no-op outside a group)."""
         return group_barrier.arrive(task)
 
+    @METRICS.timer('ContainerDeploy.bmc_start_workload')
     @base.deploy_step(priority=70)
     @run_report.written_once
     def bmc_start_workload(self, task):
@@ -346,6 +355,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             args = dict(args, group=group)
         return self._execute_in_band(task, args)
 
+    @METRICS.timer('ContainerDeploy.bmc_record_start')
     @base.deploy_step(priority=10)
     @run_report.written_once
     def bmc_record_start(self, task):
@@ -371,6 +381,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
             workload_watch.arm_soon(task.context, node.uuid,
                                     run_report.get(node)['deploy_id'])
 
+    @METRICS.timer('ContainerDeploy.heartbeat')
     @run_report.written_once
     def heartbeat(self, task, callback_url, agent_version, *args,
                   **kwargs):
@@ -406,6 +417,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
 
     # --- tear down (see run_close) -----------------------------------------
 
+    @METRICS.timer('ContainerDeploy.tear_down')
     @run_report.written_once
     def tear_down(self, task):
         """Power off and unconfigure networks; the run is closed already
@@ -415,6 +427,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         energy.stop(task.node)
         return result
 
+    @METRICS.timer('ContainerDeploy.clean_up')
     @run_report.written_once
     def clean_up(self, task):
         """Close the run, remove staged files, release the cache entry."""
@@ -435,6 +448,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         task.driver.network.remove_provisioning_network(task)
         node.save()
 
+    @METRICS.timer('ContainerDeploy.take_over')
     @run_report.written_once
     def take_over(self, task):
         """This conductor takes over an ACTIVE node (local_state)."""

@@ -20,6 +20,7 @@ running), and call the agent next to the workload themselves.
 import time
 
 from ironic.common import exception
+from ironic.common import metrics_utils
 from ironic.common.i18n import _
 from ironic.drivers import base
 
@@ -28,6 +29,8 @@ from ironic_bmc import deploy_info
 from ironic_bmc.drivers import agent_calls
 from ironic_bmc.drivers import tuning
 from ironic_bmc import report as run_report
+
+METRICS = metrics_utils.get_metrics_logger(__name__)
 
 TUNABLES_ARGSINFO = {
     'tunables': {
@@ -63,6 +66,7 @@ class ServiceStepsMixin:
     """The deploy interface's service steps (mixed into ContainerDeploy,
     before Ironic's agent mixins so that these methods win)."""
 
+    @METRICS.timer('ContainerDeploy.bmc_noise_probe')
     @base.service_step(priority=0, requires_ramdisk=False, argsinfo={
         'duration': {'description': 'seconds per CPU (default 5, at most '
                                     '30)', 'required': False},
@@ -89,6 +93,7 @@ class ServiceStepsMixin:
             raise exception.NodeServicingFailure(node=task.node.uuid,
                                                  reason=str(exc))
 
+    @METRICS.timer('ContainerDeploy.bmc_set_tunables')
     @base.service_step(priority=0, argsinfo=TUNABLES_ARGSINFO,
                        requires_ramdisk=False)
     def bmc_set_tunables(self, task, tunables=None):

@@ -29,6 +29,7 @@ Everything that needs an agent is refused at validate
 
 from ironic.common import boot_modes
 from ironic.common import exception
+from ironic.common import metrics_utils
 from ironic.common.i18n import _
 from ironic.common import states
 from ironic.conductor import periodics
@@ -47,6 +48,7 @@ from ironic_bmc import report as run_report
 from ironic_bmc import unikernel_info
 
 LOG = log.getLogger(__name__)
+METRICS = metrics_utils.get_metrics_logger(__name__)
 
 NAME = 'unikernel'
 
@@ -57,6 +59,7 @@ class UnikernelDeploy(base.DeployInterface):
     def get_properties(self):
         return {}
 
+    @METRICS.timer('UnikernelDeploy.validate')
     def validate(self, task):
         """instance_info, iPXE, a console this conductor reads.
 
@@ -80,6 +83,7 @@ class UnikernelDeploy(base.DeployInterface):
         unikernel_console.path(task.node)
         unikernel_info.parse(task.node)
 
+    @METRICS.timer('UnikernelDeploy.prepare')
     def prepare(self, task):
         """Power off; the provisioning network (iPXE fetches the image
         there; no tenant network is configured)."""
@@ -91,6 +95,7 @@ class UnikernelDeploy(base.DeployInterface):
             task.driver.network.unconfigure_tenant_networks(task)
             task.driver.network.add_provisioning_network(task)
 
+    @METRICS.timer('UnikernelDeploy.deploy')
     @base.deploy_step(priority=100)
     @run_report.written_once
     def deploy(self, task):
@@ -132,6 +137,7 @@ class UnikernelDeploy(base.DeployInterface):
         with run_report.batch(task.node):
             unikernel_run.close_if_due(task)
 
+    @METRICS.timer('UnikernelDeploy.tear_down')
     @run_report.written_once
     def tear_down(self, task):
         """End a run still going; power off; remove the boot files."""
@@ -140,6 +146,7 @@ class UnikernelDeploy(base.DeployInterface):
         task.driver.network.unconfigure_tenant_networks(task)
         return states.DELETED
 
+    @METRICS.timer('UnikernelDeploy.clean_up')
     @run_report.written_once
     def clean_up(self, task):
         node = task.node
@@ -151,6 +158,7 @@ class UnikernelDeploy(base.DeployInterface):
         task.driver.network.remove_provisioning_network(task)
         node.save()
 
+    @METRICS.timer('UnikernelDeploy.take_over')
     def take_over(self, task):
         """Nothing to move: the periodic task of the conductor that has
         the node now closes its run."""

@@ -29,6 +29,7 @@ import base64
 import hashlib
 
 from ironic.common import exception
+from ironic.common import metrics_utils
 from ironic.common.i18n import _
 from ironic.drivers import base
 from oslo_utils import uuidutils
@@ -38,6 +39,8 @@ from ironic_bmc.kernel import builds
 from ironic_bmc.kernel import run_profile
 from ironic_bmc import report as run_report
 from ironic_bmc import run_files
+
+METRICS = metrics_utils.get_metrics_logger(__name__)
 
 METHODS = ('run_report', 'run_group', 'run_output', 'kernel_build',
            'kernel_build_status')
@@ -49,6 +52,7 @@ class ContainerVendor(base.VendorInterface):
     def get_properties(self):
         return {}
 
+    @METRICS.timer('ContainerVendor.validate')
     def validate(self, task, method=None, **kwargs):
         if method not in METHODS:
             raise exception.InvalidParameterValue(
@@ -74,6 +78,7 @@ class ContainerVendor(base.VendorInterface):
                 _('kernel_build_status needs build_id (kernel_build '
                   'returned it)'))
 
+    @METRICS.timer('ContainerVendor.run_report')
     @base.passthru(['GET'], async_call=False, require_exclusive_lock=False,
                    description=_('The run report of the current or last '
                                  'container deploy of the node, or of the '
@@ -93,6 +98,7 @@ class ContainerVendor(base.VendorInterface):
                    else ''})
         return found
 
+    @METRICS.timer('ContainerVendor.run_group')
     @base.passthru(['GET', 'POST'], async_call=False,
                    require_exclusive_lock=False,
                    description=_('The group report of the run group the '
@@ -104,6 +110,7 @@ class ContainerVendor(base.VendorInterface):
 
     # POST too: clients send a GET without arguments (``passthru call
     # --arg result=...`` posts).
+    @METRICS.timer('ContainerVendor.run_output')
     @base.passthru(['GET', 'POST'], async_call=False,
                    require_exclusive_lock=False,
                    description=_('The whole kept output of the current or '
@@ -125,6 +132,7 @@ class ContainerVendor(base.VendorInterface):
                 'sha256': hashlib.sha256(data).hexdigest(),
                 'data_base64': base64.b64encode(data).decode('ascii')}
 
+    @METRICS.timer('ContainerVendor.kernel_build')
     @base.passthru(['POST'], async_call=False, require_exclusive_lock=False,
                    description=_('Start a kernel build on the node\'s '
                                  'conductor, or return the same build made '
@@ -155,6 +163,7 @@ class ContainerVendor(base.VendorInterface):
                            profile=profile)
         return builds.start(spec)
 
+    @METRICS.timer('ContainerVendor.kernel_build_status')
     @base.passthru(['GET', 'POST'], async_call=False,
                    require_exclusive_lock=False,
                    description=_('What kernel build "build_id" is doing or '

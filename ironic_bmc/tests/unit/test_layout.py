@@ -75,3 +75,40 @@ def test_lower_layers_never_import_the_drivers_or_the_api():
                    for top in TOP_LAYERS):
                 upward.append('%s:%d imports %s' % (path, lineno, module))
     assert upward == [], upward
+
+
+STEP_DECORATORS = ('deploy_step', 'clean_step', 'service_step',
+                   'verify_step', 'passthru')
+
+
+def _decorator_name(node):
+    func = node.func if isinstance(node, ast.Call) else node
+    return getattr(func, 'attr', getattr(func, 'id', None))
+
+
+def test_every_step_and_passthru_is_timed_as_ironic_times_its_own():
+    """Ironic times each step of its interfaces with ``@METRICS.timer``
+    (statsd or the log, ``[metrics]``): so does the plugin, outermost,
+    named ``Interface.method``."""
+    untimed = []
+    steps = 0
+    for path, tree in _modules():
+        if not path.startswith('drivers' + os.sep):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            names = [_decorator_name(d) for d in node.decorator_list]
+            if not any(n in STEP_DECORATORS for n in names):
+                continue
+            steps += 1
+            first = node.decorator_list[0]
+            ok = (isinstance(first, ast.Call)
+                  and _decorator_name(first) == 'timer'
+                  and getattr(first.func.value, 'id', None) == 'METRICS'
+                  and isinstance(first.args[0], ast.Constant)
+                  and first.args[0].value.endswith('.' + node.name))
+            if not ok:
+                untimed.append('%s:%d %s' % (path, node.lineno, node.name))
+    assert steps >= 14, steps
+    assert untimed == [], untimed
