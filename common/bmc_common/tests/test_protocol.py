@@ -63,6 +63,30 @@ def _conductor_source(*parts):
         return ast.parse(f.read())
 
 
+def _conductor_trees():
+    """(file name, AST) of every module of the conductor plugin but its
+    tests."""
+    spec = importlib.util.find_spec('ironic_bmc')
+    root = list(spec.submodule_search_locations)[0]
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in ('tests',
+                                                         '__pycache__')]
+        for name in filenames:
+            if name.endswith('.py'):
+                with open(os.path.join(dirpath, name)) as f:
+                    yield name, ast.parse(f.read())
+
+
+def _run_report_updates(tree):
+    """The ``run_report.update(...)`` calls of a module."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == 'update'
+                and getattr(node.func.value, 'id', None) == 'run_report'):
+            yield node
+
+
 def _names(node):
     """The key names of a tuple of strings and protocol.II_* constants."""
     out = []
@@ -114,38 +138,25 @@ def test_every_field_the_conductor_writes_is_described():
                if isinstance(n, ast.FunctionDef) and n.name == 'new')
     ret = next(n for n in ast.walk(new) if isinstance(n, ast.Return))
     written.update(k.value for k in ret.value.keys)
-    spec = importlib.util.find_spec('ironic_bmc')
-    root = list(spec.submodule_search_locations)[0]
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in ('tests',
-                                                         '__pycache__')]
-        for name in filenames:
-            if not name.endswith('.py'):
-                continue
-            with open(os.path.join(dirpath, name)) as f:
-                tree = ast.parse(f.read())
-            for node in ast.walk(tree):
-                if (isinstance(node, ast.Call)
-                        and isinstance(node.func, ast.Attribute)
-                        and node.func.attr == 'update'
-                        and getattr(node.func.value, 'id', None)
-                        == 'run_report'):
-                    written.update(k.arg for k in node.keywords if k.arg)
-                elif (isinstance(node, ast.Subscript)
-                        and getattr(node.value, 'id', None) == 'report'
-                        and isinstance(node.ctx, ast.Store)
-                        and isinstance(node.slice, ast.Constant)):
-                    written.add(node.slice.value)
-                elif (isinstance(node, ast.Assign)
-                        and any(getattr(t, 'id', None) == 'fields'
-                                for t in node.targets)
-                        and isinstance(node.value, ast.Dict)):
-                    written.update(k.value for k in node.value.keys)
-                elif (isinstance(node, ast.Subscript)
-                        and getattr(node.value, 'id', None) == 'fields'
-                        and isinstance(node.ctx, ast.Store)
-                        and isinstance(node.slice, ast.Constant)):
-                    written.add(node.slice.value)
+    for _name, tree in _conductor_trees():
+        for node in _run_report_updates(tree):
+            written.update(k.arg for k in node.keywords if k.arg)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Subscript)
+                    and getattr(node.value, 'id', None) == 'report'
+                    and isinstance(node.ctx, ast.Store)
+                    and isinstance(node.slice, ast.Constant)):
+                written.add(node.slice.value)
+            elif (isinstance(node, ast.Assign)
+                    and any(getattr(t, 'id', None) == 'fields'
+                            for t in node.targets)
+                    and isinstance(node.value, ast.Dict)):
+                written.update(k.value for k in node.value.keys)
+            elif (isinstance(node, ast.Subscript)
+                    and getattr(node.value, 'id', None) == 'fields'
+                    and isinstance(node.ctx, ast.Store)
+                    and isinstance(node.slice, ast.Constant)):
+                written.add(node.slice.value)
     assert len(written) > 20, written
     assert written <= documented, sorted(written - documented)
 
@@ -158,40 +169,23 @@ def test_run_states_are_the_reference_and_the_conductor_writes_only_them():
     for state in protocol.RUN_STATES:
         assert '``%s``' % state in field.description, state
     assert set(protocol.RUN_FINAL_STATES) < set(protocol.RUN_STATES)
-    spec = importlib.util.find_spec('ironic_bmc')
-    root = list(spec.submodule_search_locations)[0]
     written = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in ('tests',
-                                                         '__pycache__')]
-        for name in filenames:
-            if not name.endswith('.py'):
-                continue
-            with open(os.path.join(dirpath, name)) as f:
-                tree = ast.parse(f.read())
-            for node in ast.walk(tree):
-                if not (isinstance(node, ast.Call)
-                        and isinstance(node.func, ast.Attribute)
-                        and node.func.attr == 'update'
-                        and getattr(node.func.value, 'id', None)
-                        == 'run_report'):
+    for name, tree in _conductor_trees():
+        for node in _run_report_updates(tree):
+            for kw in node.keywords:
+                if kw.arg != 'state':
                     continue
-                for kw in node.keywords:
-                    if kw.arg != 'state':
-                        continue
-                    leaves = [kw.value.body, kw.value.orelse] if isinstance(
-                        kw.value, ast.IfExp) else [kw.value]
-                    while any(isinstance(v, ast.IfExp) for v in leaves):
-                        leaves = [x for v in leaves for x in (
-                            [v.body, v.orelse] if isinstance(v, ast.IfExp)
-                            else [v])]
-                    for leaf in leaves:
-                        where = '%s:%d' % (name, node.lineno)
-                        assert (isinstance(leaf, ast.Attribute)
-                                and getattr(leaf.value, 'id', None)
-                                == 'protocol'
-                                and leaf.attr.startswith('RUN_')), where
-                        written.append(getattr(protocol, leaf.attr))
+                leaves = [kw.value]
+                while any(isinstance(v, ast.IfExp) for v in leaves):
+                    leaves = [x for v in leaves for x in (
+                        [v.body, v.orelse] if isinstance(v, ast.IfExp)
+                        else [v])]
+                for leaf in leaves:
+                    where = '%s:%d' % (name, node.lineno)
+                    assert (isinstance(leaf, ast.Attribute)
+                            and getattr(leaf.value, 'id', None) == 'protocol'
+                            and leaf.attr.startswith('RUN_')), where
+                    written.append(getattr(protocol, leaf.attr))
     assert set(written) >= {protocol.RUN_RUNNING, protocol.RUN_EXITED,
                             protocol.RUN_FAILED, protocol.RUN_FINISHED,
                             protocol.RUN_UNDEPLOYED}, written
