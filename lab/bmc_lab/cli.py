@@ -45,6 +45,7 @@ from bmc_lab import scale_bench
 from bmc_lab import scale_report
 from bmc_lab import settings as lab_settings
 from bmc_lab import smoke
+from bmc_lab import tempest_job
 from bmc_lab import tenant_job
 from bmc_common import protocol
 
@@ -252,7 +253,7 @@ def main(argv=None):
         elif args.command == 'demo':
             return _demo(args)
         elif args.command == 'tempest':
-            code, _, _ = tempest_run.run_on_lab(_loaded(args), args.regex)
+            code, _, _ = tempest_job.run_on_lab(_loaded(args), args.regex)
             return 0 if code == 0 else 1
         elif args.command == 'bench':
             control.up(_settings_from_args(args))

@@ -150,22 +150,3 @@ def run(settings, container_image=None, regex=DEFAULT_REGEX,
     with open(log) as f:
         output = f.read()
     return code, totals(output), log
-
-
-def run_on_lab(settings, regex=DEFAULT_REGEX, out=print):
-    """``bmc-lab tempest``: the demo container in the lab's registry
-    (the scenario test boots it), the nodes free, then run().  Returns
-    run()'s result."""
-    # Imported here: they import the QEMU side of the lab.
-    from bmc_lab import agent
-    from bmc_lab import container_job
-    from bmc_lab import tenant_job
-
-    agent.ensure(settings, out=out)
-    reference = container_job.push_demo_image(settings)
-    tenant_job.wait_available(settings)
-    code, counts, log = run(settings, reference, regex, out=out)
-    out('tempest: %s (exit %s); output: %s' % (
-        ', '.join('%s %d' % kv for kv in sorted(counts.items()))
-        or 'no tests ran', code, log))
-    return code, counts, log

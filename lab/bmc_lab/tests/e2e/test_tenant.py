@@ -31,11 +31,11 @@ import pytest
 from bmc_lab.cloud import horizon
 from bmc_lab.cloud import profile as cloud_profile
 from bmc_lab.cloud import register
-from bmc_lab.cloud import tempest_run
 from bmc_lab import container_job
 from bmc_lab import horizon_browser
 from bmc_lab import procs
 from bmc_lab import programs
+from bmc_lab import tempest_job
 from bmc_lab import tenant_job
 from ironic_bmc import image_properties
 
@@ -443,7 +443,7 @@ def test_tempest_plugin_against_the_cloud(lab):
     boots a container image through Nova; none may be skipped."""
     settings, reference = lab
     t0 = time.monotonic()
-    code, counts, log = tempest_run.run_on_lab(settings)
+    code, counts, log = tempest_job.run_on_lab(settings)
     with open(log) as f:
         output = f.read()
     print(output[-6000:])
