@@ -182,9 +182,9 @@ def deploy(settings, image, index=0, mode=protocol.MODE_JOB, extra=None,
         reclaim(settings, index, out=out)
     use_container_interfaces(settings, name)
     patch = [
-        {'op': 'add', 'path': '/instance_info/container_image',
+        {'op': 'add', 'path': '/instance_info/' + protocol.II_IMAGE,
          'value': image},
-        {'op': 'add', 'path': '/instance_info/container_mode',
+        {'op': 'add', 'path': '/instance_info/' + protocol.II_MODE,
          'value': mode},
     ]
     for key, value in (extra or {}).items():
