@@ -28,3 +28,12 @@ KEY = 'bmc_deploy'
 def get(node):
     """The node's deploy record, or an empty dict when there is none."""
     return node.driver_internal_info.get(KEY) or {}
+
+
+def update(node, **fields):
+    """Set ``fields`` in the node's deploy record (which must exist); the
+    caller saves the node."""
+    info = node.driver_internal_info[KEY]
+    info.update(fields)
+    node.set_driver_internal_info(KEY, info)
+    return info

@@ -34,9 +34,6 @@ from ironic_bmc import run_store
 from ironic_bmc.conf import CONF
 
 INTERNAL_KEY = 'bmc_run_report'
-#: States of a run that has ended: nothing more is recorded.
-FINAL_STATES = protocol.RUN_FINAL_STATES
-
 
 def new(node, container):
     return {

@@ -27,12 +27,7 @@ from urllib import parse
 
 from keystoneauth1 import adapter
 
-from bmc_common import protocol
-
 SERVICE_TYPE = 'baremetal-container'
-#: States of a run that has ended: nothing more is recorded.
-FINAL_STATES = protocol.RUN_FINAL_STATES
-
 #: ``output()``: the text, the run's state (``X-Run-State``) and whether
 #: the text is the whole kept output (``X-Run-Output: full``) or the tail
 #: the report holds while the run goes on (``tail``).

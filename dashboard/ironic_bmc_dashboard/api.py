@@ -37,7 +37,6 @@ from ironic_bmc_client import runs
 LOG = logging.getLogger(__name__)
 
 SERVICE_TYPE = runs.SERVICE_TYPE
-FINAL_STATES = runs.FINAL_STATES
 #: Seconds to wait for the API (connect, and each read of a download).
 TIMEOUT = 60
 #: Bytes per read of a result file streamed through.

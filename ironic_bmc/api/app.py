@@ -46,9 +46,9 @@ import webob
 import webob.exc
 from webob import static
 
+from bmc_common import protocol
 from ironic_bmc.api import policy
 from ironic_bmc.api import views
-from ironic_bmc import report as run_report
 from ironic_bmc import run_files
 from ironic_bmc import run_store
 
@@ -224,7 +224,7 @@ class RunsAPI:
             raise _data_refused(run['deploy_id'])
         path = run_files.output_file(run['node'], run['deploy_id'])
         headers = {'X-Run-State': str(run.get('state'))}
-        if run.get('state') in run_report.FINAL_STATES and os.path.exists(
+        if run.get('state') in protocol.RUN_FINAL_STATES and os.path.exists(
                 path):
             headers['X-Run-Output'] = 'full'
             return self._file(path, 'text/plain', headers)

@@ -261,10 +261,8 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         report = run_report.get(node)
         if not any(s['name'] == protocol.STAGE_AGENT_UP
                    for s in report['stages']):
-            info = node.driver_internal_info[deploy_record.KEY]
-            info[boot_report.HEARTBEAT_KEY] = boot_report.heartbeat_time(
-                node)
-            node.set_driver_internal_info(deploy_record.KEY, info)
+            info = deploy_record.update(node, **{
+                boot_report.HEARTBEAT_KEY: boot_report.heartbeat_time(node)})
             run_report.add_stage(
                 node, report, protocol.STAGE_AGENT_UP, info['powered_on'],
                 time.time())
@@ -302,9 +300,7 @@ class ContainerDeploy(service_steps.ServiceStepsMixin,
         if info.get('tunables') and not info.get('probed_after_tunables'):
             service_steps.noise_probe(task, 'after-tunables')
             # Once, also when the step runs again after waiting.
-            info = node.driver_internal_info[deploy_record.KEY]
-            info['probed_after_tunables'] = True
-            node.set_driver_internal_info(deploy_record.KEY, info)
+            deploy_record.update(node, probed_after_tunables=True)
             node.save()
         if (rootfs_build.orphaned(node) and rootfs_build.builder_gone(task)
                 and not rootfs_build.restart(task)):

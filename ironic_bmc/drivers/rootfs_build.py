@@ -271,9 +271,8 @@ def _fail(task, error):
     """The build failed (or its result cannot be kept): fail the deploy
     with the reason."""
     node = task.node
-    info = node.driver_internal_info[deploy_record.KEY]
-    info[BUILD_KEY] = {'state': FAILED, 'error': str(error)[:2000]}
-    node.set_driver_internal_info(deploy_record.KEY, info)
+    deploy_record.update(node, **{BUILD_KEY: {'state': FAILED,
+                                              'error': str(error)[:2000]}})
     msg = (_('Cannot deploy container image %(image)s: %(err)s')
            % {'image': node.instance_info.get(protocol.II_IMAGE),
               'err': error})

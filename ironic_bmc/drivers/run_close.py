@@ -289,7 +289,7 @@ def close(task):
     """End the run's report once; a no-op when already ended."""
     node = task.node
     report = run_report.get(node)
-    if not report or report.get('state') in run_report.FINAL_STATES:
+    if not report or report.get('state') in protocol.RUN_FINAL_STATES:
         return
     state = report.get('state')
     status = refused = None

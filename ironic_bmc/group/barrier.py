@@ -70,9 +70,8 @@ def join(task, group, deploy_id, port):
         'user_key': made['user'][1],
         'host_key': ' '.join(made['host'][1].split()[:2]),
     })
-    info = node.driver_internal_info[deploy_record.KEY]
-    info[SECRETS] = {'user': made['user'][0], 'host': made['host'][0]}
-    node.set_driver_internal_info(deploy_record.KEY, info)
+    deploy_record.update(node, **{SECRETS: {'user': made['user'][0],
+                                            'host': made['host'][0]}})
 
 
 class Outcome:

@@ -64,9 +64,7 @@ def record(node):
 
 
 def save_record(node, rec):
-    info = node.driver_internal_info[deploy_record.KEY]
-    info[RECORD] = rec
-    node.set_driver_internal_info(deploy_record.KEY, info)
+    deploy_record.update(node, **{RECORD: rec})
 
 
 def label(node):

@@ -25,8 +25,6 @@ from ironic.common.i18n import _
 from bmc_common import protocol
 from ironic_bmc import report as run_report
 
-FINAL = protocol.RUN_FINAL_STATES
-
 
 def _energy(report):
     """Joules of the run: the BMC's over the whole run, else RAPL's over
@@ -80,7 +78,7 @@ def build(report):
     states = {r['state'] for r in known}
     if len(known) < len(rows):
         state = 'partial'
-    elif not states <= set(FINAL):
+    elif not states <= set(protocol.RUN_FINAL_STATES):
         state = protocol.RUN_RUNNING
     elif (protocol.RUN_FAILED in states
           or (ended_by and not ended_by.get('ok'))):

@@ -25,6 +25,7 @@ import time
 from osc_lib.command import command
 from osc_lib import exceptions
 
+from bmc_common import protocol
 from ironic_bmc_client import charts
 from ironic_bmc_client import noise_table
 from ironic_bmc_client import output
@@ -132,7 +133,7 @@ class RunLogs(command.Command):
             self.app.stdout.write(new)
             self.app.stdout.flush()
             printed = (printed + new)[-2 * output.WINDOW:]
-            if (out.full or out.state in runs.FINAL_STATES
+            if (out.full or out.state in protocol.RUN_FINAL_STATES
                     or not parsed_args.follow):
                 break
             time.sleep(parsed_args.interval)

@@ -35,7 +35,6 @@ from osc_lib import exceptions
 
 from bmc_common import protocol
 from ironic_bmc_client.osc import view
-from ironic_bmc_client import runs
 
 #: Provision states of a deploy that failed.
 FAILED_STATES = ('deploy failed', 'error')
@@ -182,7 +181,7 @@ def _ready(report):
     """A job's run has ended; a service's workload runs (or has
     exited)."""
     state = report.get('state')
-    if state in runs.FINAL_STATES:
+    if state in protocol.RUN_FINAL_STATES:
         return True
     return (report.get('mode') != protocol.MODE_JOB
             and state in (protocol.RUN_RUNNING, protocol.RUN_EXITED))

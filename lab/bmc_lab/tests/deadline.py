@@ -32,6 +32,8 @@ import pytest
 
 #: The environment variable that holds the deadline.
 ENV = 'BMC_TEST_DEADLINE'
+#: Where the session keeps the deadline it read.
+_KEY = pytest.StashKey()
 
 
 def deadline(environ=None):
@@ -69,5 +71,3 @@ def pytest_runtest_setup(item):
     if why:
         pytest.fail(why, pytrace=False)
 
-
-_KEY = pytest.StashKey()
